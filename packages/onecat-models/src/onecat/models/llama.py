@@ -1,0 +1,198 @@
+"""Llama-family decoder (Llama 2/3, SmolLM2, Mistral-style): the model's math, written against
+onecat.kernels.ops, with no kernel named here.
+
+Weights arrive under HF names (the loader translates GGUF names). Q/K/V and gate/up are stored
+fused so each layer makes two projections before attention and two in the MLP.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from onecat.kernels import AttentionMetadata, ops
+from onecat.kernels.reference import rope_cos_sin
+
+from .gguf_file import CheckpointError, GGUFFile
+from .spec import ModelSpec
+
+GGUF_TO_HF = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+
+
+class LlamaLayer:
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
+        H, I = spec.hidden_size, spec.intermediate_size
+        empty = lambda *s: torch.empty(*s, dtype=dtype, device=device)  # noqa: E731
+        self.input_norm = empty(H)
+        self.post_attn_norm = empty(H)
+        self.qkv = empty(spec.q_size + 2 * spec.kv_size, H)
+        self.qkv_bias = empty(spec.q_size + 2 * spec.kv_size) if spec.attention_bias else None
+        self.o_proj = empty(H, spec.q_size)
+        self.gate_up = empty(2 * I, H)
+        self.down = empty(H, I)
+
+
+class LlamaForCausalLM:
+    """forward(input_ids, positions, kv_caches, metadata) -> hidden states; compute_logits(h)."""
+
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
+        self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
+        self.embed = torch.empty(spec.vocab_size, spec.hidden_size, dtype=dtype, device=device)
+        self.layers = [LlamaLayer(spec, dtype, device) for _ in range(spec.num_layers)]
+        self.norm = torch.empty(spec.hidden_size, dtype=dtype, device=device)
+        self.lm_head = self.embed if spec.tie_word_embeddings else torch.empty_like(self.embed)
+        rot = spec.rotary_dim or spec.head_dim
+        self.cos_sin = rope_cos_sin(spec.head_dim, rot, spec.max_position, spec.rope_theta, device=device)
+        self.scale = spec.head_dim ** -0.5
+        self._loaded: set[str] = set()
+
+    # -- checkpoint ---------------------------------------------------------------------------
+    @staticmethod
+    def spec_from_gguf(f: GGUFFile) -> ModelSpec:
+        arch = f.architecture
+        g = lambda key, default=None: f.get(f"{arch}.{key}", default)  # noqa: E731
+        req = lambda key: f.require(f"{arch}.{key}")  # noqa: E731
+        n_heads = int(req("attention.head_count"))
+        hidden = int(req("embedding_length"))
+        head_dim = int(g("attention.key_length", hidden // n_heads))
+        vocab = g("vocab_size") or len(f.require("tokenizer.ggml.tokens"))
+        if f.tensors["token_embd.weight"].shape[0] != vocab:
+            raise CheckpointError(f"{f.path}: metadata vocab_size {vocab} contradicts token_embd.weight "
+                                  f"rows {f.tensors['token_embd.weight'].shape[0]}")
+        return ModelSpec(
+            architecture="llama", name=str(f.get("general.name", "")),
+            num_layers=int(req("block_count")), hidden_size=hidden,
+            intermediate_size=int(req("feed_forward_length")), num_heads=n_heads,
+            num_kv_heads=int(g("attention.head_count_kv", n_heads)), head_dim=head_dim,
+            vocab_size=int(vocab), max_position=int(g("context_length", 2048)),
+            rms_norm_eps=float(g("attention.layer_norm_rms_epsilon", 1e-5)),
+            rope_theta=float(g("rope.freq_base", 10000.0)),
+            rotary_dim=int(g("rope.dimension_count", head_dim)),
+            rope_interleaved=True,  # llama.cpp's converter permutes Q/K rows for GPT-J-style rope
+            tie_word_embeddings="output.weight" not in f.tensors,
+        )
+
+    @staticmethod
+    def spec_from_hf_config(cfg: dict) -> ModelSpec:
+        H, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+        rope = cfg.get("rope_parameters") or {}
+        return ModelSpec(
+            architecture="llama", name=cfg.get("_name_or_path", ""),
+            num_layers=cfg["num_hidden_layers"], hidden_size=H,
+            intermediate_size=cfg["intermediate_size"], num_heads=nh,
+            num_kv_heads=cfg.get("num_key_value_heads", nh), head_dim=cfg.get("head_dim") or H // nh,
+            vocab_size=cfg["vocab_size"], max_position=cfg.get("max_position_embeddings", 2048),
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-5),
+            rope_theta=float(cfg.get("rope_theta", rope.get("rope_theta", 10000.0))),
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            attention_bias=bool(cfg.get("attention_bias", False)),
+            sliding_window=cfg.get("sliding_window"),
+        )
+
+    @staticmethod
+    def hf_name_for_gguf(name: str) -> str | None:
+        if name.startswith("blk."):
+            _, idx, rest = name.split(".", 2)
+            hf = GGUF_TO_HF.get(rest)
+            return None if hf is None else f"model.layers.{idx}.{hf}"
+        return GGUF_TO_HF.get(name)
+
+    def expected_weights(self) -> set[str]:
+        names = {"model.embed_tokens.weight", "model.norm.weight"}
+        if not self.spec.tie_word_embeddings:
+            names.add("lm_head.weight")
+        per_layer = ["input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
+                     "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"]
+        if self.spec.attention_bias:
+            per_layer += ["self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"]
+        for i in range(self.spec.num_layers):
+            names.update(f"model.layers.{i}.{n}" for n in per_layer)
+        return names
+
+    def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
+        """Copy one checkpoint tensor (HF name) into place; False if the name is not ours."""
+        s = self.spec
+        if name == "model.embed_tokens.weight":
+            dst = self.embed
+        elif name == "model.norm.weight":
+            dst = self.norm
+        elif name == "lm_head.weight":
+            if s.tie_word_embeddings:
+                return True
+            dst = self.lm_head
+        elif name.startswith("model.layers."):
+            _, _, idx, rest = name.split(".", 3)
+            layer = self.layers[int(idx)]
+            q, kv = s.q_size, s.kv_size
+            slices = {
+                "input_layernorm.weight": (layer.input_norm, None),
+                "post_attention_layernorm.weight": (layer.post_attn_norm, None),
+                "self_attn.q_proj.weight": (layer.qkv, (0, q)),
+                "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
+                "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
+                "self_attn.q_proj.bias": (layer.qkv_bias, (0, q)),
+                "self_attn.k_proj.bias": (layer.qkv_bias, (q, q + kv)),
+                "self_attn.v_proj.bias": (layer.qkv_bias, (q + kv, q + 2 * kv)),
+                "self_attn.o_proj.weight": (layer.o_proj, None),
+                "mlp.gate_proj.weight": (layer.gate_up, (0, s.intermediate_size)),
+                "mlp.up_proj.weight": (layer.gate_up, (s.intermediate_size, 2 * s.intermediate_size)),
+                "mlp.down_proj.weight": (layer.down, None),
+            }
+            if rest not in slices or slices[rest][0] is None:
+                return False
+            dst, rows = slices[rest]
+            if rows is not None:
+                dst = dst[rows[0]:rows[1]]
+        else:
+            return False
+        if tuple(dst.shape) != tuple(tensor.shape):
+            raise CheckpointError(f"tensor {name!r}: shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}")
+        dst.copy_(tensor)
+        self._loaded.add(name)
+        return True
+
+    def missing_weights(self) -> set[str]:
+        return self.expected_weights() - self._loaded
+
+    # -- math ---------------------------------------------------------------------------------
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], md: AttentionMetadata) -> torch.Tensor:
+        s = self.spec
+        T = input_ids.shape[0]
+        h = self.embed.index_select(0, input_ids)
+        residual = None
+        neox = not s.rope_interleaved
+        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
+            if residual is None:
+                residual, x = h, ops.rms_norm(h, layer.input_norm, s.rms_norm_eps)
+            else:
+                x, residual = ops.rms_norm(h, layer.input_norm, s.rms_norm_eps, residual)
+            qkv = ops.linear(x, layer.qkv, layer.qkv_bias)
+            q, k, v = qkv.split([s.q_size, s.kv_size, s.kv_size], dim=-1)
+            q, k = ops.rotary_embedding(positions, q, k, s.head_dim, self.cos_sin, neox)
+            k = k.reshape(T, s.num_kv_heads, s.head_dim)
+            v = v.reshape(T, s.num_kv_heads, s.head_dim)
+            ops.reshape_and_cache(k, v, k_cache, v_cache, md.slot_mapping)
+            o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
+                                    s.sliding_window)
+            h = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
+            x, residual = ops.rms_norm(h, layer.post_attn_norm, s.rms_norm_eps, residual)
+            h = ops.linear(ops.silu_and_mul(ops.linear(x, layer.gate_up)), layer.down)
+        h, _ = ops.rms_norm(h, self.norm, s.rms_norm_eps, residual)
+        return h
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return ops.linear(hidden, self.lm_head).float()

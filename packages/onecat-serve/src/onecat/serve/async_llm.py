@@ -1,0 +1,137 @@
+"""AsyncLLM: the engine on a background thread, fed and drained from asyncio.
+
+The engine thread owns the engine: requests and aborts reach it through a queue, and each
+step's outputs go back to the awaiting coroutines with loop.call_soon_threadsafe. A consumer
+that stops iterating (a client that went away) aborts its request, freeing its KV blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from typing import AsyncIterator
+
+from .config import EngineConfig
+from .engine import LLMEngine
+from .outputs import RequestOutput
+from .sampling_params import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class AsyncLLM:
+    def __init__(self, engine: LLMEngine):
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
+        self.model_name = engine.model_name
+        self.max_model_len = engine.max_model_len
+        self.device = str(engine.runner.device)
+        self.dtype = str(engine.runner.dtype).removeprefix("torch.")
+        self._inbox: queue.Queue = queue.Queue()
+        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._stats: dict = engine.stats()
+        self.error: BaseException | None = None
+
+    @classmethod
+    def from_config(cls, config: EngineConfig, progress: bool = True) -> "AsyncLLM":
+        return cls(LLMEngine(config, progress=progress))
+
+    def route_report(self) -> list[dict]:
+        return self.engine.runner.route_report()
+
+    def stats(self) -> dict:
+        return dict(self._stats)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="onecat-engine", daemon=True)
+            self._thread.start()
+
+    async def shutdown(self) -> None:
+        self._stop.set()
+        self._inbox.put(("wake",))
+        if self._thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 30)
+            self._thread = None
+
+    # -- requests -----------------------------------------------------------------------------
+    async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
+        if self.error is not None:
+            raise RuntimeError(f"the engine stopped after an error: {self.error}")
+        ids = self.engine.encode_prompt(prompt)  # validates before anything is queued
+        q: asyncio.Queue = asyncio.Queue()
+        if request_id in self._streams:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        self._streams[request_id] = (asyncio.get_running_loop(), q)
+        self.start()
+        self._inbox.put(("add", request_id, ids, params))
+        finished = False
+        try:
+            while True:
+                item = await q.get()
+                if isinstance(item, BaseException):
+                    raise item
+                finished = item.finished
+                yield item
+                if finished:
+                    break
+        finally:
+            self._streams.pop(request_id, None)
+            if not finished:
+                self.abort(request_id)
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(("abort", request_id))
+
+    # -- the engine thread --------------------------------------------------------------------
+    def _loop(self) -> None:
+        eng = self.engine
+        while not self._stop.is_set():
+            try:
+                self._drain(block=not eng.has_unfinished_requests())
+                if eng.has_unfinished_requests():
+                    for out in eng.step():
+                        self._deliver(out.request_id, out)
+                self._stats = eng.stats()
+            except Exception as e:  # a failed step fails every request in flight, loudly
+                log.exception("engine step failed")
+                self.error = e
+                for rid in list(eng.groups):
+                    eng.abort_request(rid)
+                for rid in list(self._streams):
+                    self._deliver(rid, RuntimeError(f"engine error: {e}"))
+                self._stats = eng.stats()
+                self.error = None  # the engine is whole again (every request freed)
+
+    def _drain(self, block: bool) -> None:
+        items = []
+        if block:
+            items.append(self._inbox.get())
+        while True:
+            try:
+                items.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        for item in items:
+            if item[0] == "add":
+                _, rid, ids, params = item
+                try:
+                    self.engine.add_request(rid, ids, params)
+                except Exception as e:
+                    self._deliver(rid, e)
+            elif item[0] == "abort":
+                self.engine.abort_request(item[1])
+
+    def _deliver(self, request_id: str, item) -> None:
+        stream = self._streams.get(request_id)
+        if stream is not None:
+            loop, q = stream
+            try:
+                loop.call_soon_threadsafe(q.put_nowait, item)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                self.engine.abort_request(request_id)

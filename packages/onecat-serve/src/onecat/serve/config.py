@@ -1,0 +1,46 @@
+"""One config class per concern; each maps onto a Hydra group under configs/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ModelConfig:
+    path: str | None = None  # a .gguf file or an HF-style directory; None: the embedded default
+    served_model_name: str | None = None  # default: derived from the checkpoint
+    dtype: str = "auto"  # auto (float32 on CPU, float16 on CUDA) | float32 | float16 | bfloat16
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    max_model_len: int | None = None  # default: the checkpoint's context length
+
+
+@dataclass
+class CacheConfig:
+    block_size: int = 16
+    num_blocks: int | None = None  # default: sized from kv_cache_memory_gib / GPU memory utilization
+    kv_cache_memory_gib: float = 1.0  # CPU: memory given to the KV cache when num_blocks is unset
+    gpu_memory_utilization: float = 0.8
+    enable_prefix_caching: bool = True
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048  # token budget per step; long prompts are chunked under it
+    enable_chunked_prefill: bool = True
+
+
+@dataclass
+class EngineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    seed: int = 0
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    log_level: str = "info"

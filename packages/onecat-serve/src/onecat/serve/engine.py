@@ -1,0 +1,176 @@
+"""LLMEngine: step() = schedule -> run -> postprocess.
+
+A request with n > 1 becomes n sequences (ids "<id>#<i>") that share the prompt's KV blocks
+through the prefix cache; their outputs are gathered into one RequestOutput.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+
+from .config import EngineConfig
+from .detokenizer import IncrementalDetokenizer
+from .kv_cache_manager import KVCacheManager
+from .model_runner import ModelRunner
+from .outputs import CompletionOutput, Logprob, RequestOutput, TokenLogprobs
+from .request import Request, RequestStatus
+from .sampling_params import SamplingParams
+from .scheduler import Scheduler
+
+
+@dataclass
+class _Group:
+    request_id: str
+    prompt_token_ids: list[int]
+    seqs: list[Request]
+    detoks: list[IncrementalDetokenizer]
+    arrival_time: float
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig | None = None, runner: ModelRunner | None = None, progress: bool = True):
+        self.config = config or EngineConfig()
+        self.runner = runner or ModelRunner(self.config, progress=progress)
+        self.tokenizer = self.runner.loaded.tokenizer
+        self.spec = self.runner.spec
+        self.max_model_len = self.runner.max_model_len
+        self.kv = KVCacheManager(self.runner.num_blocks, self.runner.block_size, self.config.cache.enable_prefix_caching)
+        self.scheduler = Scheduler(self.config.scheduler, self.kv, self.max_model_len)
+        self.groups: dict[str, _Group] = {}
+        self.seq_group: dict[str, str] = {}  # sequence id -> request id
+        self.eos_token_ids = frozenset(self.tokenizer.eos_token_ids)
+        self.model_name = self.config.model.served_model_name or _model_name(self.runner.loaded)
+
+    # -- requests -----------------------------------------------------------------------------
+    def encode_prompt(self, prompt: str | list[int]) -> list[int]:
+        """Tokenize and validate; raises ValueError with an API-ready message."""
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("the prompt is empty")
+            ids = self.tokenizer.encode(prompt)
+        else:
+            ids = list(prompt)
+            if any(not isinstance(t, int) or isinstance(t, bool) for t in ids):
+                raise ValueError("a token-id prompt must be a list of integers")
+            bad = [t for t in ids if not 0 <= t < self.spec.vocab_size]
+            if bad:
+                raise ValueError(f"token id {bad[0]} is out of range [0, {self.spec.vocab_size})")
+        if not ids:
+            raise ValueError("the prompt is empty")
+        if len(ids) + 1 > self.max_model_len:
+            raise ValueError(f"the prompt has {len(ids)} tokens; this model's context is {self.max_model_len} "
+                             f"tokens and at least one must be left to generate")
+        return ids
+
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
+                    arrival_time: float | None = None) -> list[int]:
+        if request_id in self.groups:
+            raise ValueError(f"request id {request_id!r} is already in use")
+        ids = self.encode_prompt(prompt)
+        room = self.max_model_len - len(ids)
+        max_tokens = min(params.max_tokens or room, room)
+        arrival = arrival_time if arrival_time is not None else time.monotonic()
+        seqs, detoks = [], []
+        for i in range(params.n):
+            p = params
+            if params.n > 1:
+                p = replace(params, n=1, seed=None if params.seed is None else params.seed + i)
+            sid = request_id if params.n == 1 else f"{request_id}#{i}"
+            seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival))
+            detoks.append(IncrementalDetokenizer(self.tokenizer, ids, p))
+        self.groups[request_id] = _Group(request_id, ids, seqs, detoks, arrival)
+        self.seq_group.update((s.request_id, request_id) for s in seqs)
+        for s in seqs:
+            self.scheduler.add(s)
+        return ids
+
+    def abort_request(self, request_id: str) -> None:
+        group = self.groups.pop(request_id, None)
+        if group is None:
+            return
+        for s in group.seqs:
+            self.scheduler.finish(s.request_id, RequestStatus.FINISHED_ABORTED)
+            self.runner.release(s.request_id)
+            self.seq_group.pop(s.request_id, None)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.groups)
+
+    # -- the step -----------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        sched = self.scheduler.schedule()
+        if sched.is_empty:
+            if self.groups and not self.scheduler.has_unfinished():
+                raise RuntimeError("engine has requests but nothing to schedule")
+            if self.scheduler.waiting and not self.scheduler.running:
+                req = self.scheduler.waiting[0]
+                raise RuntimeError(f"request {req.request_id} needs more KV blocks than the cache has "
+                                   f"({self.kv.num_blocks} blocks of {self.kv.block_size} tokens)")
+            return []
+        sampled = self.runner.execute(sched)
+        updated = self.scheduler.update_from_output(sched, sampled)
+        return self._postprocess(updated)
+
+    def _postprocess(self, updated: list[Request]) -> list[RequestOutput]:
+        touched: dict[str, _Group] = {}
+        for req in updated:
+            gid = self.seq_group.get(req.request_id)
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            i = group.seqs.index(req)
+            detok = group.detoks[i]
+            stop = detok.add(req.output_token_ids[-1])
+            if stop is not None:
+                self.scheduler.finish(req.request_id, RequestStatus.FINISHED_STOPPED, stop)
+            if req.status.finished:
+                detok.flush()
+                self.runner.release(req.request_id)
+            touched[gid] = group
+        outs = []
+        for gid, group in touched.items():
+            out = self._output(group)
+            if out.finished:
+                del self.groups[gid]
+                for s in group.seqs:
+                    self.seq_group.pop(s.request_id, None)
+            outs.append(out)
+        return outs
+
+    def _output(self, group: _Group) -> RequestOutput:
+        comps = []
+        for i, (req, detok) in enumerate(zip(group.seqs, group.detoks)):
+            done = req.status.finished
+            comps.append(CompletionOutput(
+                index=i, text=detok.output_text(done), token_ids=list(req.output_token_ids),
+                finish_reason=req.status.value if done else None, stop_reason=req.stop_reason,
+                logprobs=self._logprobs(req) if req.params.logprobs is not None else None))
+        first = [r.first_token_time for r in group.seqs if r.first_token_time]
+        return RequestOutput(group.request_id, group.prompt_token_ids, comps,
+                             finished=all(c.finish_reason for c in comps),
+                             num_cached_tokens=group.seqs[0].num_cached_tokens,
+                             metrics={"arrival_time": group.arrival_time,
+                                      "first_token_time": min(first) if first else None})
+
+    def _logprobs(self, req: Request) -> list[TokenLogprobs]:
+        tok = self.tokenizer.convert_ids_to_tokens
+        res = []
+        for token_id, lp in zip(req.output_token_ids, req.output_logprobs):
+            top = [Logprob(i, t, v) for (i, v), t in zip(lp.top or [], tok([i for i, _ in lp.top or []]))]
+            res.append(TokenLogprobs(Logprob(token_id, tok([token_id])[0], lp.logprob), top))
+        return res
+
+    def stats(self) -> dict:
+        return {
+            "num_running": len(self.scheduler.running), "num_waiting": len(self.scheduler.waiting),
+            "kv_cache_usage": self.kv.usage, "num_free_blocks": self.kv.num_free_blocks,
+            "num_total_blocks": self.kv.num_blocks, "prefix_cache_queries": self.kv.prefix_queries,
+            "prefix_cache_hits": self.kv.prefix_hits, "num_preemptions": self.scheduler.num_preemptions,
+        }
+
+
+def _model_name(loaded) -> str:
+    base = os.path.basename(loaded.source.rstrip("/"))
+    return base[:-5] if base.endswith(".gguf") else base

@@ -1,0 +1,46 @@
+"""Offline API: LLM(...).generate(prompts, SamplingParams(...)) and .chat(messages)."""
+
+from __future__ import annotations
+
+import itertools
+
+from .config import EngineConfig, ModelConfig
+from .engine import LLMEngine
+from .outputs import RequestOutput
+from .sampling_params import SamplingParams
+
+
+class LLM:
+    def __init__(self, model: str | None = None, config: EngineConfig | None = None, progress: bool = True, **model_kw):
+        config = config or EngineConfig(model=ModelConfig(path=model, **model_kw))
+        self.engine = LLMEngine(config, progress=progress)
+        self.tokenizer = self.engine.tokenizer
+        self._ids = itertools.count()
+
+    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
+        """prompts: a string, a list of token ids, or a list of either. Outputs keep prompt order."""
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        params = params or SamplingParams()
+        plist = params if isinstance(params, list) else [params] * len(prompts)
+        if len(plist) != len(prompts):
+            raise ValueError(f"{len(plist)} sampling params for {len(prompts)} prompts")
+        order = []
+        for prompt, p in zip(prompts, plist):
+            rid = f"offline-{next(self._ids)}"
+            self.engine.add_request(rid, prompt, p)
+            order.append(rid)
+        done: dict[str, RequestOutput] = {}
+        while self.engine.has_unfinished_requests():
+            for out in self.engine.step():
+                if out.finished:
+                    done[out.request_id] = out
+        return [done[r] for r in order]
+
+    def chat(self, messages: list[dict] | list[list[dict]], params: SamplingParams | None = None,
+             add_generation_prompt: bool = True, **template_kw) -> list[RequestOutput]:
+        convs = messages if messages and isinstance(messages[0], list) else [messages]
+        prompts = [self.tokenizer.encode(self.tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt,
+                                                                             **template_kw), add_special_tokens=False)
+                   for c in convs]
+        return self.generate(prompts, params)

@@ -1,0 +1,148 @@
+"""Owns the model and the KV cache tensors; turns a SchedulerOutput into sampled tokens.
+
+Hot path per step: build flat inputs (ids, positions, slots) and attention metadata on the
+host, copy them over, run the model, gather the last hidden state of each sampling request,
+compute logits, sample.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from onecat.kernels import AttentionMetadata, registry
+from onecat.models.loader import LoadedModel, load_model
+
+from .config import CacheConfig, EngineConfig
+from .sampler import SampleRow, sample
+from .scheduler import SchedulerOutput
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but no CUDA device is available")
+    return dev
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.float16 if device.type == "cuda" else torch.float32
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {name!r}")
+    return DTYPES[name]
+
+
+class ModelRunner:
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None, progress: bool = True):
+        self.config = config
+        self.device = resolve_device(config.model.device)
+        self.dtype = resolve_dtype(config.model.dtype, self.device)
+        self.loaded = loaded or load_model(config.model.path, self.dtype, self.device, progress=progress)
+        self.model, self.spec = self.loaded.model, self.loaded.spec
+        self.max_model_len = min(config.model.max_model_len or self.spec.max_position, self.spec.max_position)
+        self.block_size = config.cache.block_size
+        self.num_blocks = self._num_blocks(config.cache)
+        shape = (self.num_blocks, self.block_size, self.spec.num_kv_heads, self.spec.head_dim)
+        self.kv_caches = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
+                           torch.zeros(shape, dtype=self.dtype, device=self.device))
+                          for _ in self.spec.attention_layers]
+        self.generators: dict[str, torch.Generator] = {}
+        self._seed_source = torch.Generator().manual_seed(config.seed)
+        self._warm_up()
+
+    def _num_blocks(self, cache: CacheConfig) -> int:
+        if cache.num_blocks:
+            return cache.num_blocks
+        per_block = (2 * len(self.spec.attention_layers) * self.block_size * self.spec.num_kv_heads
+                     * self.spec.head_dim * torch.empty((), dtype=self.dtype).element_size())
+        if self.device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(self.device)
+            budget = free - (1 - cache.gpu_memory_utilization) * total
+        else:
+            budget = cache.kv_cache_memory_gib * 2**30
+        num = int(budget // per_block)
+        if num < 1:
+            raise ValueError(f"no memory left for the KV cache ({budget / 2**20:.0f} MiB for "
+                             f"{per_block / 2**20:.2f} MiB blocks)")
+        # never more than enough for max_num_seqs full contexts
+        cap = -(-self.max_model_len // self.block_size) * self.config.scheduler.max_num_seqs
+        return max(1, min(num, cap))
+
+    def _warm_up(self) -> None:
+        """One tiny forward so every op resolves its provider (reported at start-up)."""
+        md = self._metadata([0, 2], [2], [[0]], [0, 1])
+        ids = torch.zeros(2, dtype=torch.long, device=self.device)
+        pos = torch.arange(2, device=self.device)
+        with torch.inference_mode():
+            self.model.compute_logits(self.model.forward(ids, pos, self.kv_caches, md)[-1:])
+
+    def route_report(self) -> list[dict]:
+        rows = []
+        for sel in registry.selections():
+            refused = {n: r for n, r in sel.refused.items()}
+            rows.append({"op": sel.problem.op, "problem": sel.problem.describe(), "provider": sel.provider.name,
+                         "refused": refused})
+        return sorted(rows, key=lambda r: r["op"])
+
+    def _metadata(self, qsl: list[int], seq_lens: list[int], tables: list[list[int]],
+                  slots: list[int]) -> AttentionMetadata:
+        width = max(len(t) for t in tables)
+        padded = [t + [0] * (width - len(t)) for t in tables]
+        dev = self.device
+        return AttentionMetadata(
+            query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=dev),
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
+            block_tables=torch.tensor(padded, dtype=torch.int32, device=dev),
+            slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
+            query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens,
+            max_query_len=max(b - a for a, b in zip(qsl, qsl[1:])), max_seq_len=max(seq_lens))
+
+    @torch.inference_mode()
+    def execute(self, out: SchedulerOutput) -> dict[str, tuple[int, object]]:
+        ids, positions, slots, qsl, seq_lens, tables, last_rows = [], [], [], [0], [], [], []
+        bs = self.block_size
+        for s in out.scheduled:
+            n = len(s.token_ids)
+            ids += s.token_ids
+            pos = range(s.start_pos, s.start_pos + n)
+            positions += pos
+            slots += [s.block_ids[p // bs] * bs + p % bs for p in pos]
+            qsl.append(qsl[-1] + n)
+            seq_lens.append(s.start_pos + n)
+            tables.append(s.block_ids)
+            if s.sample:
+                last_rows.append(qsl[-1] - 1)
+        md = self._metadata(qsl, seq_lens, tables, slots)
+        hidden = self.model.forward(torch.tensor(ids, dtype=torch.long, device=self.device),
+                                    torch.tensor(positions, dtype=torch.long, device=self.device),
+                                    self.kv_caches, md)
+        sampling = [s for s in out.scheduled if s.sample]
+        if not sampling:
+            return {}
+        logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=self.device)])
+        rows = [self._sample_row(s.request) for s in sampling]
+        tokens = sample(logits, rows)
+        return {s.request.request_id: (t.token_id, t if t.logprob is not None else None)
+                for s, t in zip(sampling, tokens)}
+
+    def _sample_row(self, req) -> SampleRow:
+        p = req.params
+        gen = None
+        if not p.greedy:
+            gen = self.generators.get(req.request_id)
+            if gen is None:
+                seed = p.seed if p.seed is not None else int(torch.randint(0, 2**62, (), generator=self._seed_source))
+                gen = self.generators[req.request_id] = torch.Generator(device=self.device).manual_seed(seed)
+        stops = frozenset(p.stop_token_ids) | (frozenset() if p.ignore_eos else req.eos_token_ids)
+        return SampleRow(p, req.prompt_token_ids, req.output_token_ids, gen, stops if p.min_tokens else frozenset())
+
+    def release(self, request_id: str) -> None:
+        self.generators.pop(request_id, None)

@@ -1,0 +1,40 @@
+"""What the engine hands back per request, after each step (streaming) or at the end."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Logprob:
+    token_id: int
+    token: str
+    logprob: float
+
+
+@dataclass
+class TokenLogprobs:
+    """The chosen token's logprob and the top alternatives at one position."""
+
+    chosen: Logprob
+    top: list[Logprob] = field(default_factory=list)
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str  # all text so far (stop string excluded unless asked for)
+    token_ids: list[int]
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | None while running
+    stop_reason: str | int | None = None  # the stop string or token id that ended it
+    logprobs: list[TokenLogprobs] | None = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    metrics: dict = field(default_factory=dict)  # arrival/first-token/finish times (time.monotonic)

@@ -1,0 +1,174 @@
+"""Continuous batching with chunked prefill under a token budget, prefix caching and preemption
+by recompute. Pure CPU; its one output message to the runner is SchedulerOutput.
+
+There are no prefill/decode phases: each step, every running request gets the tokens it has
+not computed yet (its prompt remainder, or the one token sampled last step), as far as the
+token budget allows, then waiting requests are admitted. When the KV pool runs dry, the most
+recently admitted request is preempted: its blocks are freed and it recomputes from scratch
+(its prompt plus what it has generated) when it is admitted again.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .config import SchedulerConfig
+from .kv_cache_manager import KVCacheManager
+from .request import Request, RequestStatus
+
+
+@dataclass
+class ScheduledRequest:
+    request: Request
+    token_ids: list[int]  # the tokens fed this step
+    start_pos: int  # position of token_ids[0] (= tokens already in the cache)
+    block_ids: list[int]  # the request's whole block table
+    sample: bool  # the step reaches the end of the known tokens: sample the next one
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager, max_model_len: int):
+        self.config = config
+        self.kv = kv
+        self.max_model_len = max_model_len
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.requests: dict[str, Request] = {}
+        self.num_preemptions = 0
+
+    def add(self, req: Request) -> None:
+        self.requests[req.request_id] = req
+        self.waiting.append(req)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # -- schedule -----------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        budget = self.config.max_num_batched_tokens
+        scheduled: dict[str, int] = {}
+
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = min(req.num_tokens - req.num_computed_tokens, budget)
+            if n <= 0:
+                i += 1
+                continue
+            while not self.kv.allocate_slots(req, n):
+                victim = self.running.pop()
+                self._preempt(victim)
+                out.preempted.append(victim.request_id)
+                scheduled.pop(victim.request_id, None)
+                if victim is req:
+                    break
+            else:
+                scheduled[req.request_id] = n
+                budget -= n
+                i += 1
+
+        while (self.waiting and budget > 0 and not out.preempted
+               and len(self.running) < self.config.max_num_seqs):
+            req = self.waiting[0]
+            hits, num_hit = ([], 0)
+            if req.num_computed_tokens == 0:
+                hits, num_hit = self.kv.get_computed_blocks(req)
+            n = req.num_tokens - num_hit
+            if n > budget:
+                if not self.config.enable_chunked_prefill:
+                    break
+                n = budget
+            if not self.kv.allocate_slots(req, n, hits):
+                break
+            self.waiting.popleft()
+            req.num_computed_tokens = num_hit
+            if req.status == RequestStatus.WAITING:
+                req.num_cached_tokens = num_hit
+            req.status = RequestStatus.RUNNING
+            self.running.append(req)
+            scheduled[req.request_id] = n
+            budget -= n
+
+        for req in self.running:
+            n = scheduled.get(req.request_id)
+            if n:
+                start = req.num_computed_tokens
+                out.scheduled.append(ScheduledRequest(
+                    req, req.all_token_ids[start:start + n], start, self.kv.block_ids(req.request_id),
+                    sample=start + n == req.num_tokens))
+        return out
+
+    def _preempt(self, req: Request) -> None:
+        self.kv.free(req)
+        req.num_computed_tokens = 0
+        req.status = RequestStatus.PREEMPTED
+        req.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+
+    # -- after the step -----------------------------------------------------------------------
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, tuple[int, object]]) -> list[Request]:
+        """Advance computed tokens, append sampled tokens, apply token-level stops.
+        Returns the requests that got a new token (finished ones included)."""
+        updated = []
+        for s in out.scheduled:
+            req = s.request
+            if req.status != RequestStatus.RUNNING:
+                continue
+            req.num_computed_tokens += len(s.token_ids)
+            if not s.sample:
+                continue
+            token, logprobs = sampled[req.request_id]
+            req.append_output_token(token, logprobs)
+            self._check_token_stop(req, token)
+            updated.append(req)
+            if req.status.finished:
+                self._free(req)
+        return updated
+
+    def _check_token_stop(self, req: Request, token: int) -> None:
+        p = req.params
+        if req.num_output_tokens >= p.min_tokens:
+            if token in p.stop_token_ids:
+                req.status, req.stop_reason = RequestStatus.FINISHED_STOPPED, token
+                return
+            if not p.ignore_eos and token in req.eos_token_ids:
+                req.status = RequestStatus.FINISHED_STOPPED
+                return
+        if req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
+            req.status = RequestStatus.FINISHED_LENGTH
+
+    def finish(self, request_id: str, status: RequestStatus, stop_reason=None) -> None:
+        """End a request from outside (stop string matched, client gone)."""
+        req = self.requests.get(request_id)
+        if req is None or req.status.finished:
+            return
+        req.status, req.stop_reason = status, stop_reason
+        self._free(req)
+
+    def _free(self, req: Request) -> None:
+        if req in self.running:
+            self.running.remove(req)
+        else:
+            try:
+                self.waiting.remove(req)
+            except ValueError:
+                pass
+        self.kv.free(req)
+        self.requests.pop(req.request_id, None)

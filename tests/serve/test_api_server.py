@@ -1,0 +1,359 @@
+"""The OpenAI-compatible server, end to end: a real uvicorn server on 127.0.0.1 in a background
+thread, the embedded SmolLM2-135M (loaded once for the module), the official `openai` client and
+raw httpx for the bodies a client library would never send."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from onecat.serve.api_server import build_app
+from onecat.serve.async_llm import AsyncLLM
+from onecat.serve.config import EngineConfig, ServerConfig
+
+KEY = "sekret-key"
+FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+class ServerThread:
+    """uvicorn serving `app` on a free 127.0.0.1 port from a daemon thread."""
+
+    def __init__(self, app, lifespan: str = "on") -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=5)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return AsyncLLM.from_config(EngineConfig(), progress=False)
+
+
+@pytest.fixture(scope="module")
+def server(llm):
+    with ServerThread(build_app(llm, ServerConfig())) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def keyed_server(llm, server):
+    # Same engine, a second app that requires a key; the first server's lifespan owns the engine.
+    with ServerThread(build_app(llm, ServerConfig(api_key=KEY)), lifespan="off") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def chat(client, llm, **kw):
+    args = dict(model=llm.model_name, messages=FRANCE, temperature=0, max_tokens=16)
+    return client.chat.completions.create(**(args | kw))
+
+
+def wait_idle(llm, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        s = llm.stats()
+        if s["num_running"] == 0 and s["num_waiting"] == 0 and s["num_free_blocks"] == s["num_total_blocks"]:
+            return s
+        assert time.monotonic() < deadline, f"the engine did not go idle: {s}"
+        time.sleep(0.1)
+
+
+# -- the happy paths -------------------------------------------------------------------------------
+def test_health(server):
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_list_models(client, llm):
+    models = client.models.list().data
+    assert [m.id for m in models] == [llm.model_name]
+
+
+def test_chat_greedy(client, llm):
+    r = chat(client, llm, max_tokens=24)
+    assert r.id.startswith("chatcmpl-") and r.object == "chat.completion"
+    assert r.model == llm.model_name
+    assert len(r.choices) == 1 and r.choices[0].message.role == "assistant"
+    assert "Paris" in r.choices[0].message.content
+    assert r.choices[0].finish_reason in ("stop", "length")
+
+
+def test_chat_streaming_equals_non_streaming(client, llm):
+    full = chat(client, llm, max_tokens=24)
+    chunks = list(chat(client, llm, max_tokens=24, stream=True, stream_options={"include_usage": True}))
+    assert all(c.id == chunks[0].id and c.id.startswith("chatcmpl-") for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content
+    reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert reasons == [full.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage == full.usage  # include_usage: a last usage chunk
+
+
+def test_usage_counts(client, llm):
+    r = chat(client, llm, max_tokens=6, logprobs=True, extra_body={"ignore_eos": True})
+    rendered = llm.tokenizer.apply_chat_template(FRANCE, add_generation_prompt=True)
+    assert r.usage.prompt_tokens == len(llm.tokenizer.encode(rendered, add_special_tokens=False))
+    assert r.usage.completion_tokens == 6 == len(r.choices[0].logprobs.content)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert r.choices[0].finish_reason == "length"
+
+
+def test_completions(client, llm):
+    prompt = "The capital of France is"
+    r = client.completions.create(model=llm.model_name, prompt=prompt, max_tokens=8, temperature=0)
+    assert r.id.startswith("cmpl-") and r.object == "text_completion"
+    assert len(r.choices) == 1 and r.choices[0].text
+    assert r.usage.prompt_tokens == len(llm.tokenizer.encode(prompt))
+    # a list of token ids is one prompt, and the same one
+    ids = client.completions.create(model=llm.model_name, prompt=llm.tokenizer.encode(prompt), max_tokens=8,
+                                     temperature=0)
+    assert ids.choices[0].text == r.choices[0].text
+    # streamed deltas join to the same text; echo puts the prompt first
+    stream = list(client.completions.create(model=llm.model_name, prompt=prompt, max_tokens=8, temperature=0,
+                                            stream=True, echo=True, stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].text for c in stream if c.choices) == prompt + r.choices[0].text
+    assert stream[-1].choices == [] and stream[-1].usage == r.usage
+
+
+def test_completions_batch_and_logprobs(client, llm):
+    r = client.completions.create(model=llm.model_name, prompt=["Once upon a time", "1, 2, 3,"], max_tokens=5,
+                                  temperature=0, logprobs=2, extra_body={"ignore_eos": True})
+    assert [c.index for c in r.choices] == [0, 1]
+    assert r.usage.completion_tokens == 10
+    for c in r.choices:
+        lp = c.logprobs
+        assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 5
+        assert all(x <= 0 for x in lp.token_logprobs) and all(1 <= len(t) <= 2 for t in lp.top_logprobs)
+        assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0
+
+
+def test_chat_logprobs(client, llm):
+    r = chat(client, llm, max_tokens=4, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for t in content:
+        assert t.logprob <= 0 and isinstance(t.token, str) and isinstance(t.bytes, list)
+        assert len(t.top_logprobs) == 3 and all(x.logprob <= 0 for x in t.top_logprobs)
+
+
+def test_n_choices(client, llm):
+    r = chat(client, llm, n=2, temperature=0.8, seed=3, max_tokens=8, logprobs=True)
+    assert sorted(c.index for c in r.choices) == [0, 1]
+    assert r.usage.completion_tokens == sum(len(c.logprobs.content) for c in r.choices)
+    stream = list(chat(client, llm, n=2, temperature=0.8, seed=3, max_tokens=8, stream=True))
+    texts = {0: "", 1: ""}
+    for c in stream:
+        for ch in c.choices:
+            texts[ch.index] += ch.delta.content or ""
+    assert texts == {c.index: c.message.content for c in r.choices}  # same seed, same texts
+    c = client.completions.create(model=llm.model_name, prompt="Hello", n=2, max_tokens=4, temperature=0.8, seed=1)
+    assert sorted(ch.index for ch in c.choices) == [0, 1]
+
+
+def test_stop_string(client, llm):
+    base = chat(client, llm, max_tokens=24).choices[0].message.content
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", base)]
+    assert len(words) >= 2, base
+    stop = words[1]
+    r = chat(client, llm, max_tokens=24, stop=[stop, "zzzz-never"])
+    text = r.choices[0].message.content
+    assert stop not in text and r.choices[0].finish_reason == "stop"
+    assert text == base[:base.index(stop)]
+    c = client.completions.create(model=llm.model_name, prompt="One, two, three, four,", max_tokens=16,
+                                  temperature=0, stop=" five")
+    assert " five" not in c.choices[0].text and c.choices[0].finish_reason in ("stop", "length")
+
+
+def test_seed_reproducible(client, llm):
+    story = [{"role": "user", "content": "Tell me a story about a dragon."}]  # an open question
+
+    def sample(seed):
+        return chat(client, llm, messages=story, temperature=0.8, seed=seed, max_tokens=10).choices[0].message.content
+
+    assert sample(1234) == sample(1234)
+    assert len({sample(s) for s in (1, 2, 3)}) > 1
+
+
+def scrape(url: str, headers: dict | None = None) -> dict[str, float]:
+    r = httpx.get(url + "/metrics", headers=headers)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    values = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def metric(values: dict[str, float], prefix: str) -> float:
+    return sum(v for k, v in values.items() if k.startswith(prefix + "{") or k == prefix)
+
+
+def test_metrics_move(client, llm, server):
+    before = scrape(server.url)
+    for name in ("onecat:num_requests_running", "onecat:num_requests_waiting", "onecat:kv_cache_usage_perc",
+                 "onecat:prefix_cache_queries_total", "onecat:num_preemptions_total"):
+        assert any(k.startswith(name) for k in before), name
+    chat(client, llm, max_tokens=5, extra_body={"ignore_eos": True})
+    after = scrape(server.url)
+    assert metric(after, "onecat:generation_tokens_total") >= metric(before, "onecat:generation_tokens_total") + 5
+    assert metric(after, "onecat:prompt_tokens_total") > metric(before, "onecat:prompt_tokens_total")
+    assert metric(after, "onecat:request_success_total") == metric(before, "onecat:request_success_total") + 1
+    for h in ("time_to_first_token_seconds", "time_per_output_token_seconds", "e2e_request_latency_seconds"):
+        assert metric(after, f"onecat:{h}_count") == metric(before, f"onecat:{h}_count") + 1
+    assert metric(after, "onecat:prefix_cache_queries_total") > metric(before, "onecat:prefix_cache_queries_total")
+
+
+# -- bad input: always a 400 with OpenAI's error object ------------------------------------------------
+def msgs(**kw) -> bytes:
+    return json.dumps({"messages": FRANCE, "max_tokens": 4} | kw).encode()
+
+
+BAD_CHAT = {
+    "invalid json": b'{"messages": [',
+    "not utf-8": b'{"messages": [{"role": "user", "content": "caf\xe9"}]}',
+    "not an object": b'[1, 2]',
+    "NaN": b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+    "messages missing": b'{"max_tokens": 4}',
+    "messages not a list": msgs(messages="hi"),
+    "empty messages": msgs(messages=[]),
+    "unknown role": msgs(messages=[{"role": "wizard", "content": "hi"}]),
+    "content wrong type": msgs(messages=[{"role": "user", "content": 5}]),
+    "image part": msgs(messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]),
+    "max_tokens as string": msgs(max_tokens="5"),
+    "max_tokens 0": msgs(max_tokens=0),
+    "max_tokens negative": msgs(max_tokens=-3),
+    "max_completion_tokens 0": msgs(max_completion_tokens=0),
+    "n as float": msgs(n=1.5),
+    "n 0": msgs(n=0),
+    "temperature negative": msgs(temperature=-0.5),
+    "temperature string": msgs(temperature="hot"),
+    "top_p 0": msgs(top_p=0),
+    "top_p above 1": msgs(top_p=1.5),
+    "stream not bool": msgs(stream="yes"),
+    "stop wrong type": msgs(stop=5),
+    "seed beyond int64": msgs(seed=2**70),
+    "top_logprobs without logprobs": msgs(top_logprobs=2),
+    "unknown model": msgs(model="gpt-4o"),
+    "prompt longer than the context": msgs(messages=[{"role": "user", "content": "hello " * 9000}]),
+    "too long, streaming": msgs(messages=[{"role": "user", "content": "hello " * 9000}], stream=True),
+}
+
+BAD_COMPLETION = {
+    "prompt missing": {"max_tokens": 4},
+    "empty prompt": {"prompt": ""},
+    "empty prompt list": {"prompt": []},
+    "mixed prompt list": {"prompt": [1, "a"]},
+    "token id out of range": {"prompt": [10 ** 9]},
+    "prompt longer than the context": {"prompt": [1] * 9000},
+    "logprobs as bool": {"prompt": "hi", "logprobs": True},
+    "echo with logprobs": {"prompt": "hi", "echo": True, "logprobs": 1},
+    "unknown model": {"prompt": "hi", "model": "nope"},
+    "max_tokens 0": {"prompt": "hi", "max_tokens": 0},
+}
+
+
+def assert_openai_error(r: httpx.Response, status: int) -> dict:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert isinstance(err["message"], str) and err["message"]
+    assert {"message", "type", "param", "code"} <= set(err)
+    return err
+
+
+@pytest.mark.parametrize("body", BAD_CHAT.values(), ids=BAD_CHAT.keys())
+def test_bad_chat_request(server, body):
+    r = httpx.post(server.url + "/v1/chat/completions", content=body,
+                   headers={"content-type": "application/json"}, timeout=60)
+    assert_openai_error(r, 400)
+
+
+@pytest.mark.parametrize("body", BAD_COMPLETION.values(), ids=BAD_COMPLETION.keys())
+def test_bad_completion_request(server, body):
+    r = httpx.post(server.url + "/v1/completions", json=body, timeout=60)
+    assert_openai_error(r, 400)
+
+
+def test_unknown_model_names_param(server):
+    err = assert_openai_error(httpx.post(server.url + "/v1/chat/completions", content=msgs(model="x")), 400)
+    assert err["param"] == "model" and err["code"] == "model_not_found"
+
+
+def test_unknown_route_is_openai_error(server):
+    assert_openai_error(httpx.get(server.url + "/v1/nope"), 404)
+
+
+def test_bad_requests_leave_engine_idle(server, llm):
+    wait_idle(llm, timeout=5)
+
+
+# -- auth --------------------------------------------------------------------------------------------
+def test_api_key(keyed_server, llm):
+    url = keyed_server.url
+    assert httpx.get(url + "/health").status_code == 200  # no key needed
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
+        assert_openai_error(httpx.get(url + "/v1/models", headers=headers), 401)
+        assert_openai_error(httpx.get(url + "/metrics", headers=headers), 401)
+        assert_openai_error(httpx.post(url + "/v1/chat/completions", content=msgs(), headers=headers), 401)
+    good = {"Authorization": f"Bearer {KEY}"}
+    assert httpx.get(url + "/v1/models", headers=good).status_code == 200
+    scrape(url, good)
+    keyed = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0)
+    assert keyed.chat.completions.create(model=llm.model_name, messages=FRANCE, max_tokens=2).choices
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0).models.list()
+
+
+# -- disconnects abort the request ---------------------------------------------------------------------
+LONG = {"prompt": "Tell me a very long story.", "max_tokens": 4000, "ignore_eos": True, "temperature": 0}
+
+
+def test_disconnect_mid_stream_aborts(server, llm):
+    wait_idle(llm)
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        with http.stream("POST", "/v1/completions", json=LONG | {"stream": True}) as r:
+            assert r.status_code == 200
+            chunks = 0
+            for line in r.iter_lines():
+                chunks += line.startswith("data: ")
+                if chunks == 3:
+                    break
+            assert llm.stats()["num_running"] == 1
+        # leaving the blocks closes the connection mid-stream
+    wait_idle(llm, timeout=30)
+
+
+def test_disconnect_non_streaming_aborts(server, llm):
+    wait_idle(llm)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/completions", json=LONG, timeout=httpx.Timeout(60, read=2.0))
+    wait_idle(llm, timeout=30)

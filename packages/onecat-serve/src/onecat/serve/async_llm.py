@@ -63,7 +63,7 @@ class AsyncLLM:
     async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
         if self.error is not None:
             raise RuntimeError(f"the engine stopped after an error: {self.error}")
-        ids = self.engine.encode_prompt(prompt)  # validates before anything is queued
+        ids = self.engine.check_request(prompt, params)  # validates before anything is queued
         q: asyncio.Queue = asyncio.Queue()
         if request_id in self._streams:
             raise ValueError(f"request id {request_id!r} is already in use")

@@ -64,13 +64,21 @@ class LLMEngine:
                              f"tokens and at least one must be left to generate")
         return ids
 
+    def check_request(self, prompt: str | list[int], params: SamplingParams) -> list[int]:
+        """Tokenize and validate prompt and limits together; raises ValueError (API-ready)."""
+        ids = self.encode_prompt(prompt)
+        room = self.max_model_len - len(ids)
+        if params.max_tokens is not None and params.max_tokens > room:
+            raise ValueError(f"max_tokens={params.max_tokens} plus the prompt's {len(ids)} tokens exceeds this "
+                             f"model's context of {self.max_model_len} tokens")
+        return ids
+
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
                     arrival_time: float | None = None) -> list[int]:
         if request_id in self.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
-        ids = self.encode_prompt(prompt)
-        room = self.max_model_len - len(ids)
-        max_tokens = min(params.max_tokens or room, room)
+        ids = self.check_request(prompt, params)
+        max_tokens = params.max_tokens or self.max_model_len - len(ids)
         arrival = arrival_time if arrival_time is not None else time.monotonic()
         seqs, detoks = [], []
         for i in range(params.n):

@@ -149,7 +149,7 @@ class KVCacheManager:
             # Every token scheduled now is known and is written this step: register full blocks.
             hashes = self._hashes(req, total)
             bs = self.block_size
-            for i in range(len(hashes)):
+            for i in range(total // bs):
                 if blocks[i].block_hash is None:
                     self.pool.cache(blocks[i], hashes[i], tuple(req.all_token_ids[i * bs:(i + 1) * bs]))
         return True

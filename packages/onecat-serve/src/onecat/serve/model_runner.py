@@ -146,3 +146,17 @@ class ModelRunner:
 
     def release(self, request_id: str) -> None:
         self.generators.pop(request_id, None)
+
+    @torch.inference_mode()
+    def score(self, token_ids: list[int]) -> torch.Tensor:
+        """Logits [T, V] (float32) at every position of one sequence, on a scratch KV cache
+        (the engine's cache and its prefix entries are untouched). For fidelity and PPL checks."""
+        T, bs = len(token_ids), self.block_size
+        nblk = -(-T // bs)
+        shape = (nblk, bs, self.spec.num_kv_heads, self.spec.head_dim)
+        caches = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
+                   torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in self.spec.attention_layers]
+        md = self._metadata([0, T], [T], [list(range(nblk))], list(range(T)))
+        ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
+        hidden = self.model.forward(ids, torch.arange(T, device=self.device), caches, md)
+        return self.model.compute_logits(hidden)

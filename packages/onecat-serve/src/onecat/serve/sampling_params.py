@@ -42,6 +42,8 @@ class SamplingParams:
 
         if not isinstance(self.n, int) or self.n < 1:
             bad(f"n must be an integer >= 1, got {self.n!r}")
+        if self.seed is not None and not -(2**63) <= self.seed < 2**63:
+            bad(f"seed must fit in a signed 64-bit integer, got {self.seed}")
         if self.temperature < 0:
             bad(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:

@@ -1,0 +1,157 @@
+"""The engine on the real SmolLM2 GGUF (CPU): batching, prefix caching, preemption, stops, seeds."""
+
+from __future__ import annotations
+
+from pydoc_data.topics import topics
+
+import pytest
+
+from onecat.serve.config import CacheConfig, EngineConfig, SchedulerConfig
+from onecat.serve.engine import LLMEngine
+from onecat.serve.model_runner import ModelRunner
+from onecat.serve.sampling_params import SamplingParams
+
+GREEDY = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+PROMPTS = [
+    "The capital of France is", "My favourite colour is", "1, 2, 3, 4,", "Water boils at",
+    "The best way to learn Python is", "Once upon a time, in a land far away,", "SELECT * FROM",
+    "import numpy as np\n", "Dear Sir or Madam,", "The sun rises in the", "To be or not to be,",
+    "A haiku about autumn:\n", "The chemical symbol for gold is", "In the beginning", "Roses are red,",
+    "The largest planet in our solar system is",
+]
+
+
+def all_blocks_free(engine: LLMEngine) -> bool:
+    return engine.kv.num_free_blocks == engine.kv.num_blocks and not engine.groups
+
+
+def test_sixteen_prompts_batched_equal_each_alone(llm):
+    together = [o.outputs[0].token_ids for o in llm.generate(PROMPTS, GREEDY)]
+    alone = [llm.generate(p, GREEDY)[0].outputs[0].token_ids for p in PROMPTS]
+    assert together == alone
+    assert all_blocks_free(llm.engine)
+
+
+def test_prefix_cache_reuses_blocks_and_keeps_output(llm):
+    eng = llm.engine
+    tok = llm.tokenizer
+    prefix = tok.encode(topics["assert"] + topics["pass"], add_special_tokens=False)[:200]
+    first = prefix + tok.encode(" Summary:", add_special_tokens=False)
+    second = prefix + tok.encode(" In short,", add_special_tokens=False)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    llm.generate(first, params)
+    hits_before = eng.kv.prefix_hits
+    out = llm.generate(second, params)[0]
+    bs = eng.kv.block_size
+    assert out.num_cached_tokens == 200 // bs * bs
+    assert eng.kv.prefix_hits - hits_before == 200 // bs * bs
+    assert all_blocks_free(eng)
+    eng.kv.enable_prefix_caching = False  # safe to flip: allocations evict what they overwrite
+    try:
+        cold = llm.generate(second, params)[0]
+    finally:
+        eng.kv.enable_prefix_caching = True
+    assert cold.num_cached_tokens == 0
+    assert cold.outputs[0].token_ids == out.outputs[0].token_ids
+
+
+def test_shared_prefix_blocks_are_the_same_physical_blocks(llm):
+    eng = llm.engine
+    prefix = llm.tokenizer.encode(topics["while"], add_special_tokens=False)[:64]
+    eng.add_request("p1", prefix + [11], SamplingParams(max_tokens=4, temperature=0))
+    eng.step()
+    eng.add_request("p2", prefix + [12], SamplingParams(max_tokens=4, temperature=0))
+    eng.step()
+    b1, b2 = eng.kv.block_ids("p1"), eng.kv.block_ids("p2")
+    assert b1[:4] == b2[:4] and b1[4] != b2[4]
+    assert all(eng.kv.pool.blocks[b].ref_cnt == 2 for b in b1[:4])
+    eng.abort_request("p1")
+    eng.abort_request("p2")
+    assert all_blocks_free(eng)
+
+
+def test_preemption_with_a_small_pool_gives_the_same_outputs(llm):
+    params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    prompts = PROMPTS[:6]
+    expected = [o.outputs[0].token_ids for o in llm.generate(prompts, params)]
+    cfg = EngineConfig(cache=CacheConfig(num_blocks=10, block_size=8),
+                       scheduler=SchedulerConfig(max_num_batched_tokens=64))
+    small = LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
+    for i, p in enumerate(prompts):
+        small.add_request(str(i), p, params)
+    done = {}
+    while small.has_unfinished_requests():
+        for out in small.step():
+            if out.finished:
+                done[out.request_id] = out.outputs[0].token_ids
+    assert small.scheduler.num_preemptions > 0
+    assert [done[str(i)] for i in range(len(prompts))] == expected
+    assert all_blocks_free(small)
+
+
+def test_stop_strings_and_max_tokens(llm):
+    base = llm.generate("Count: 1, 2, 3,", SamplingParams(temperature=0, max_tokens=20))[0].outputs[0]
+    assert base.finish_reason == "length" and len(base.token_ids) == 20
+    stop = base.text[5:8]
+    out = llm.generate("Count: 1, 2, 3,", SamplingParams(temperature=0, max_tokens=20, stop=[stop]))[0].outputs[0]
+    assert out.finish_reason == "stop" and out.stop_reason == stop
+    assert out.text == base.text[: base.text.find(stop)]
+    inc = llm.generate("Count: 1, 2, 3,", SamplingParams(temperature=0, max_tokens=20, stop=[stop],
+                                                          include_stop_str_in_output=True))[0].outputs[0]
+    assert inc.text == base.text[: base.text.find(stop) + len(stop)]
+    stop_id = base.token_ids[3]
+    out = llm.generate("Count: 1, 2, 3,", SamplingParams(temperature=0, max_tokens=20, stop_token_ids=[stop_id]))[0]
+    first = base.token_ids.index(stop_id)
+    assert out.outputs[0].token_ids == base.token_ids[:first + 1] and out.outputs[0].stop_reason == stop_id
+
+
+def test_chat_stops_at_end_of_turn(llm):
+    out = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
+                   SamplingParams(temperature=0, max_tokens=40))[0].outputs[0]
+    assert "Paris" in out.text and out.finish_reason == "stop"
+    assert out.token_ids[-1] in llm.tokenizer.eos_token_ids and "<|im_end|>" not in out.text
+
+
+def test_seeds_reproduce_and_n_fans_out(llm):
+    p = SamplingParams(temperature=0.9, top_p=0.95, max_tokens=12, seed=1234, ignore_eos=True)
+    a = llm.generate("Tell me a story:", p)[0].outputs[0].token_ids
+    b = llm.generate("Tell me a story:", p)[0].outputs[0].token_ids
+    assert a == b
+    two = llm.generate("Tell me a story:", SamplingParams(temperature=0.9, max_tokens=12, n=2, seed=1234,
+                                                          ignore_eos=True))[0]
+    assert [c.index for c in two.outputs] == [0, 1]
+    assert two.outputs[0].token_ids != two.outputs[1].token_ids
+    assert all_blocks_free(llm.engine)
+
+
+def test_logprobs_are_the_models(llm):
+    out = llm.generate("The capital of France is", SamplingParams(temperature=0, max_tokens=3, logprobs=3))[0]
+    c = out.outputs[0]
+    assert len(c.logprobs) == 3
+    for tid, lp in zip(c.token_ids, c.logprobs):
+        assert lp.chosen.token_id == tid and lp.chosen.logprob <= 0
+        assert [t.token_id for t in lp.top][0] == tid  # greedy: the chosen token is the top one
+        assert lp.top[0].logprob >= lp.top[1].logprob >= lp.top[2].logprob
+
+
+@pytest.mark.parametrize("prompt,msg", [("", "empty"), ([], "empty"), ([10**9], "out of range")])
+def test_bad_prompts_are_refused(llm, prompt, msg):
+    with pytest.raises(ValueError, match=msg):
+        llm.engine.add_request("bad", prompt, SamplingParams())
+    assert "bad" not in llm.engine.groups
+
+
+def test_prompt_longer_than_context_is_refused(llm):
+    with pytest.raises(ValueError, match="context"):
+        llm.engine.add_request("long", [1] * llm.engine.max_model_len, SamplingParams())
+
+
+def test_max_tokens_beyond_the_context_is_refused(llm):
+    with pytest.raises(ValueError, match="max_tokens"):
+        llm.engine.add_request("huge", "Hello", SamplingParams(max_tokens=llm.engine.max_model_len))
+    assert "huge" not in llm.engine.groups
+
+
+def test_seed_must_fit_64_bits():
+    with pytest.raises(ValueError, match="64-bit"):
+        SamplingParams(seed=2**70)

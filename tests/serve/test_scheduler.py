@@ -1,0 +1,100 @@
+"""Scheduler on the CPU: token budget and chunked prefill, admission limits, preemption."""
+
+from __future__ import annotations
+
+from onecat.serve.config import SchedulerConfig
+from onecat.serve.kv_cache_manager import KVCacheManager
+from onecat.serve.request import Request, RequestStatus
+from onecat.serve.sampling_params import SamplingParams
+from onecat.serve.scheduler import Scheduler
+
+
+def make(num_blocks=64, block_size=4, budget=8, max_seqs=8, chunked=True):
+    kv = KVCacheManager(num_blocks, block_size)
+    cfg = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget, enable_chunked_prefill=chunked)
+    return Scheduler(cfg, kv, max_model_len=1024)
+
+
+def run_step(s: Scheduler, token=7):
+    out = s.schedule()
+    sampled = {x.request.request_id: (token, None) for x in out.scheduled if x.sample}
+    s.update_from_output(out, sampled)
+    return out
+
+
+def test_long_prompt_is_chunked_under_the_budget():
+    s = make(budget=8)
+    r = Request("r", list(range(20)), SamplingParams(max_tokens=3), max_tokens=3)
+    s.add(r)
+    sizes = []
+    for _ in range(3):
+        out = run_step(s)
+        sizes.append([(len(x.token_ids), x.start_pos, x.sample) for x in out.scheduled])
+    assert sizes == [[(8, 0, False)], [(8, 8, False)], [(4, 16, True)]]
+    assert r.output_token_ids == [7]
+    out = run_step(s)
+    assert [(x.token_ids, x.start_pos) for x in out.scheduled] == [([7], 20)]
+
+
+def test_running_decodes_come_before_new_prefills():
+    s = make(budget=8)
+    a = Request("a", list(range(4)), SamplingParams(max_tokens=5), max_tokens=5)
+    s.add(a)
+    run_step(s)
+    b = Request("b", list(range(100, 120)), SamplingParams(max_tokens=5), max_tokens=5)
+    s.add(b)
+    out = run_step(s)
+    assert [(x.request.request_id, len(x.token_ids)) for x in out.scheduled] == [("a", 1), ("b", 7)]
+
+
+def test_max_num_seqs_limits_admission():
+    s = make(budget=100, max_seqs=2)
+    for i in range(3):
+        s.add(Request(f"r{i}", [1, 2, 3], SamplingParams(max_tokens=2), max_tokens=2))
+    out = run_step(s)
+    assert [x.request.request_id for x in out.scheduled] == ["r0", "r1"]
+    assert len(s.waiting) == 1
+
+
+def test_without_chunking_a_prompt_waits_for_room():
+    s = make(budget=8, chunked=False)
+    s.add(Request("big", list(range(10)), SamplingParams(max_tokens=2), max_tokens=2))
+    assert s.schedule().is_empty
+
+
+def test_preemption_frees_the_newest_and_it_recomputes_everything():
+    s = make(num_blocks=8, block_size=2, budget=64)
+    a = Request("a", [1, 2, 3], SamplingParams(max_tokens=10), max_tokens=10)
+    b = Request("b", [4, 5, 6], SamplingParams(max_tokens=10), max_tokens=10)
+    s.add(a)
+    s.add(b)
+    steps = 0
+    while not (out := run_step(s)).preempted:
+        steps += 1
+        assert steps < 10
+    # both grew in step; at 9 tokens each would need a 5th block of the 8: the newest goes
+    assert out.preempted == ["b"] and a.num_computed_tokens == 9
+    assert b.status == RequestStatus.PREEMPTED and b.num_computed_tokens == 0
+    assert s.kv.block_ids("b") == []
+    assert [x.request.request_id for x in out.scheduled] == ["a"]
+    while a.status == RequestStatus.RUNNING:
+        run_step(s)
+    assert a.status == RequestStatus.FINISHED_LENGTH and a.num_output_tokens == 10
+    out = run_step(s)  # b comes back: its freed blocks were still cached, the rest is recomputed
+    x = out.scheduled[0]
+    assert x.request is b and x.start_pos > 0 and x.start_pos % 2 == 0
+    assert x.token_ids == b.all_token_ids[x.start_pos:-1] and x.sample
+    assert b.num_cached_tokens == 0  # counted at its first admission only
+    assert s.num_preemptions == 1
+
+
+def test_stop_token_and_eos_and_min_tokens():
+    s = make()
+    p = SamplingParams(max_tokens=10, stop_token_ids=[7], min_tokens=2)
+    r = Request("r", [1, 2], p, max_tokens=10, eos_token_ids=frozenset({9}))
+    s.add(r)
+    run_step(s, token=7)  # below min_tokens: not a stop yet
+    assert r.status == RequestStatus.RUNNING
+    run_step(s, token=7)
+    assert r.status == RequestStatus.FINISHED_STOPPED and r.stop_reason == 7
+    assert s.kv.num_free_blocks == s.kv.num_blocks

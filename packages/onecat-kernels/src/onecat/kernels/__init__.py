@@ -2,7 +2,9 @@
 
 from . import ops
 from .attention_metadata import AttentionMetadata
-from .registry import REFERENCE, AdmissionError, KernelRegistry, OpSpec, Problem, Provider, Selection, registry
+from .registry import (REFERENCE, AdmissionError, Case, KernelRegistry, OpSpec, Problem, Provider, Selection,
+                       format_admission, registry)
+from .weights import GGUFWeight
 
-__all__ = ["ops", "AttentionMetadata", "REFERENCE", "AdmissionError", "KernelRegistry", "OpSpec",
-           "Problem", "Provider", "Selection", "registry"]
+__all__ = ["ops", "AttentionMetadata", "REFERENCE", "AdmissionError", "Case", "KernelRegistry", "OpSpec",
+           "Problem", "Provider", "Selection", "format_admission", "registry", "GGUFWeight"]

@@ -1,7 +1,8 @@
 """The ops model code calls. Each is declared once (reference = semantics) and dispatched per
 problem through the registry; model code never names a kernel.
 
-Hot path: building a Problem and a dict lookup per call; the selection itself is cached.
+Hot path: building a Problem (the `_params_*` function of the op) and a dict lookup per call; the
+selection itself is cached. Providers register in `cuda_ops` (imported at the end).
 """
 
 from __future__ import annotations
@@ -10,9 +11,24 @@ import functools
 
 import torch
 
+from . import inputs
 from . import reference as ref
 from .attention_metadata import AttentionMetadata
 from .registry import OpSpec, Problem, registry
+
+# ||out - ref|| / ||ref|| bounds per output; argmax must match exactly.
+_ELEMENTWISE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
+_TOLERANCES = {
+    "rms_norm": _ELEMENTWISE,
+    "rotary_embedding": _ELEMENTWISE,
+    "silu_and_mul": _ELEMENTWISE,
+    "gelu_and_mul": _ELEMENTWISE,
+    "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
+    "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
+}
+_OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]]}
 
 for _name, _fn in [
     ("rms_norm", ref.rms_norm),
@@ -22,8 +38,10 @@ for _name, _fn in [
     ("linear", ref.linear),
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
+    ("argmax", ref.argmax),
 ]:
-    registry.declare(OpSpec(_name, _fn, doc=(_fn.__doc__ or "").strip()))
+    registry.declare(OpSpec(_name, _fn, doc=(_fn.__doc__ or "").strip(), make_inputs=getattr(inputs, _name),
+                            tolerances=_TOLERANCES[_name], outputs=_OUTPUTS.get(_name)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -33,49 +51,121 @@ def _capability(device: torch.device) -> tuple[int, int] | None:
     return torch.cuda.get_device_capability(device)
 
 
+def _dt(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
 def problem_for(op: str, x: torch.Tensor, **params) -> Problem:
     dev = x.device
     return Problem(op=op, device=dev.type, capability=_capability(dev),
-                   dtype=str(x.dtype).removeprefix("torch."),
-                   params=tuple(sorted(params.items())),
+                   dtype=_dt(x), params=tuple(sorted(params.items())),
                    graph_capture=dev.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
 
-def _impl(op: str, x: torch.Tensor, **params):
-    return registry.select(problem_for(op, x, **params)).provider.fn
+# -- per-op problem facts (what providers need to admit or refuse a call) ------------------------
+def _params_rms_norm(x, weight, eps, residual=None):
+    return x, dict(hidden=x.shape[-1], residual=residual is not None, weight_dtype=_dt(weight),
+                   residual_dtype=_dt(residual) if residual is not None else None,
+                   contiguous=x.is_contiguous() and weight.is_contiguous()
+                   and (residual is None or residual.is_contiguous()))
 
 
+def _params_rotary_embedding(positions, q, k, head_dim, cos_sin_cache, is_neox=True):
+    return q, dict(head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1], neox=is_neox,
+                   cache_dtype=_dt(cos_sin_cache), pos_dtype=_dt(positions), k_dtype=_dt(k),
+                   layout_ok=q.dim() == 2 and k.dim() == 2 and q.stride(-1) == 1 and k.stride(-1) == 1
+                   and q.stride(0) % 2 == 0 and k.stride(0) % 2 == 0 and q.data_ptr() % 4 == 0
+                   and k.data_ptr() % 4 == 0 and cos_sin_cache.is_contiguous() and positions.is_contiguous())
+
+
+def _params_silu_and_mul(x):
+    return x, dict(d=x.shape[-1] // 2, contiguous=x.is_contiguous())
+
+
+def _params_gelu_and_mul(x, approximate="tanh"):
+    return x, dict(d=x.shape[-1] // 2, approximate=approximate, contiguous=x.is_contiguous())
+
+
+def _params_linear(x, weight, bias=None):
+    fmt = getattr(weight, "format", "dense")
+    dense = fmt == "dense"
+    raw = weight if dense else getattr(weight, "raw", None)  # GGUFWeight: the block bytes
+    m = x.numel() // max(1, x.shape[-1])
+    return x, dict(format=fmt, n=weight.shape[0], k=weight.shape[-1], rows=m if m <= 16 else "17+",
+                   bias=_dt(bias) if bias is not None else None, weight_dtype=_dt(weight) if dense else fmt,
+                   contiguous=x.is_contiguous() and (raw is None or raw.is_contiguous())
+                   and (bias is None or bias.is_contiguous()),
+                   aligned16=x.data_ptr() % 16 == 0 and (raw is None or raw.data_ptr() % (16 if dense else 2) == 0),
+                   weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None)
+
+
+def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    inner = all(t.dim() == 3 and t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (key, value))
+    return key, dict(kv_dtype=_dt(key_cache), head_dim=key.shape[-1], value_dtype=_dt(value),
+                     slot_dtype=_dt(slot_mapping), layout_ok=inner and key_cache.is_contiguous()
+                     and value_cache.is_contiguous() and slot_mapping.is_contiguous())
+
+
+def _params_paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None,
+                            logit_soft_cap=None):
+    return query, dict(head_dim=query.shape[-1], kv_dtype=_dt(key_cache),
+                       gqa=query.shape[1] // key_cache.shape[2], sliding_window=bool(sliding_window),
+                       soft_cap=bool(logit_soft_cap))
+
+
+def _params_argmax(logits):
+    return logits, dict(vocab=logits.shape[-1], row_contiguous=logits.stride(-1) == 1
+                        and (logits.dim() <= 2 or logits.is_contiguous()))
+
+
+_PARAMS = {name: globals()[f"_params_{name}"] for name in registry.ops}
+
+
+def problem(op: str, *args, **kwargs) -> Problem:
+    """The Problem a call `ops.<op>(*args, **kwargs)` presents to the registry."""
+    x, params = _PARAMS[op](*args, **kwargs)
+    return problem_for(op, x, **params)
+
+
+def _dispatch(op: str, *args):
+    return registry.select(problem(op, *args)).provider.fn(*args)
+
+
+# -- the ops (signatures are the contract with model code) ---------------------------------------
 def rms_norm(x, weight, eps, residual=None):
-    return _impl("rms_norm", x, hidden=x.shape[-1], residual=residual is not None)(x, weight, eps, residual)
+    return _dispatch("rms_norm", x, weight, eps, residual)
 
 
 def rotary_embedding(positions, q, k, head_dim, cos_sin_cache, is_neox=True):
-    return _impl("rotary_embedding", q, head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1],
-                 neox=is_neox)(positions, q, k, head_dim, cos_sin_cache, is_neox)
+    return _dispatch("rotary_embedding", positions, q, k, head_dim, cos_sin_cache, is_neox)
 
 
 def silu_and_mul(x):
-    return _impl("silu_and_mul", x)(x)
+    return _dispatch("silu_and_mul", x)
 
 
 def gelu_and_mul(x, approximate="tanh"):
-    return _impl("gelu_and_mul", x, approximate=approximate)(x, approximate)
+    return _dispatch("gelu_and_mul", x, approximate)
 
 
 def linear(x, weight, bias=None):
-    fmt = getattr(weight, "format", "dense")
-    return _impl("linear", x, format=fmt, n=weight.shape[0], k=weight.shape[-1])(x, weight, bias)
+    return _dispatch("linear", x, weight, bias)
 
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
-    return _impl("reshape_and_cache", key, kv_dtype=str(key_cache.dtype).removeprefix("torch."),
-                 head_dim=key.shape[-1])(key, value, key_cache, value_cache, slot_mapping)
+    return _dispatch("reshape_and_cache", key, value, key_cache, value_cache, slot_mapping)
 
 
 def paged_attention(query, key_cache, value_cache, metadata: AttentionMetadata, scale,
                     sliding_window=None, logit_soft_cap=None):
-    return _impl("paged_attention", query, head_dim=query.shape[-1],
-                 kv_dtype=str(key_cache.dtype).removeprefix("torch."),
-                 gqa=query.shape[1] // key_cache.shape[2], sliding_window=bool(sliding_window),
-                 soft_cap=bool(logit_soft_cap))(query, key_cache, value_cache, metadata, scale,
-                                                  sliding_window, logit_soft_cap)
+    return _dispatch("paged_attention", query, key_cache, value_cache, metadata, scale,
+                     sliding_window, logit_soft_cap)
+
+
+def argmax(logits):
+    return _dispatch("argmax", logits)
+
+
+from . import cuda_ops  # noqa: E402  (registers the CUDA providers)
+
+cuda_ops.register(registry)

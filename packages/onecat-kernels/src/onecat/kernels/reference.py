@@ -74,9 +74,17 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     return (F.gelu(x[..., :d].float(), approximate=approximate) * x[..., d:].float()).to(x.dtype)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y = x @ weight.T (+ bias) for a dense weight [N, K]."""
+def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ weight.T (+ bias) for a dense weight [N, K] or a quantized one with `.dequantize()`
+    (e.g. `GGUFWeight`: dequantized to float32, then to x.dtype)."""
+    if not isinstance(weight, torch.Tensor) and hasattr(weight, "dequantize"):
+        weight = weight.dequantize(torch.float32)
     return F.linear(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
+
+
+def argmax(logits: torch.Tensor) -> torch.Tensor:
+    """Greedy sampling: index (int64) of the largest logit along the last dim; first on ties."""
+    return torch.argmax(logits, dim=-1)
 
 
 def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,

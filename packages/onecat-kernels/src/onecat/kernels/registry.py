@@ -53,20 +53,42 @@ class Provider:
     available: Callable[[], list[str]] = field(default=lambda: [])
     supports: Callable[[Problem], list[str]] = field(default=lambda problem: [])
 
-    def refusal(self, problem: Problem) -> list[str]:
-        reasons = list(self.available())
+    def refusal(self, problem: Problem, check_available: bool = True) -> list[str]:
+        reasons = list(self.available()) if check_available else []
         if not reasons:
             reasons = list(self.supports(problem))
         return reasons
 
 
 @dataclass
+class Case:
+    """One generated call of an op: `reference(*args, **kwargs)`."""
+
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
 class OpSpec:
+    """An op: its reference, and what a generic test needs to check any provider against it.
+
+    make_inputs(dtype, device, generator) -> list[Case]; tolerances: dtype name -> bound on
+    ||out - ref|| / ||ref|| per output; outputs(case, result) -> the tensors to compare (default:
+    the result, or each element of a returned tuple; in-place ops name their written arguments).
+    """
+
     name: str
     reference: Callable[..., Any]
     doc: str = ""
     make_inputs: Callable[..., Any] | None = None
     tolerances: dict[str, float] = field(default_factory=dict)
+    outputs: Callable[[Case, Any], list[Any]] | None = None
+
+    def tensors_out(self, case: Case, result: Any) -> list[Any]:
+        if self.outputs is not None:
+            return list(self.outputs(case, result))
+        return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
 @dataclass
@@ -146,13 +168,18 @@ class KernelRegistry:
             self._cache[problem] = sel
         return sel
 
-    def _select(self, problem: Problem) -> Selection:
+    def explain(self, problem: Problem, check_available: bool = True) -> Selection:
+        """The selection for `problem`, uncached; with check_available=False providers are judged
+        by `supports` alone (what would be admitted on that device, seen from another machine)."""
+        return self._select(problem, check_available)
+
+    def _select(self, problem: Problem, check_available: bool = True) -> Selection:
         self._check_op(problem.op)
         providers = self.providers[problem.op]
         refused: dict[str, list[str]] = {}
         pin = self.pins.get(problem.op)
         if pin is not None:
-            reasons = providers[pin].refusal(problem)
+            reasons = providers[pin].refusal(problem, check_available)
             if reasons:
                 raise AdmissionError(f"{problem.describe()}: pinned provider {pin!r} refused: "
                                      + "; ".join(reasons))
@@ -166,7 +193,7 @@ class KernelRegistry:
             if chosen is not None:
                 refused[name] = [f"lower priority than {chosen.name}"]
                 continue
-            reasons = providers[name].refusal(problem)
+            reasons = providers[name].refusal(problem, check_available)
             if reasons:
                 refused[name] = reasons
             else:
@@ -179,6 +206,20 @@ class KernelRegistry:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+
+
+def format_admission(selections: list[Selection]) -> str:
+    """A plain-text admission table: per problem (op and its facts), the admitted provider, then
+    each refused one with its reasons."""
+    names = [n for sel in selections for n in [sel.provider.name, *sel.refused]]
+    w = max([len(n) for n in names] + [8])
+    lines = [f"{'op [device, dtype, facts]':<{w + 4}}", f"    {'provider':<{w}}  {'status':<8}  reasons", "-" * 72]
+    for sel in selections:
+        lines.append(sel.problem.describe())
+        lines.append(f"    {sel.provider.name:<{w}}  ADMITTED")
+        for name, reasons in sel.refused.items():
+            lines.append(f"    {name:<{w}}  refused   {'; '.join(reasons)}")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 registry = KernelRegistry()

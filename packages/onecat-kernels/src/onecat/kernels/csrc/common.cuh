@@ -1,0 +1,79 @@
+// common.cuh: shared device helpers for onecat kernels (no torch headers, raw pointers only).
+// Volta rules kept here: 128-bit global accesses (uint4 = 8 halves), FP32 math and reductions,
+// warp shuffles instead of shared-memory trees where a warp suffices.
+#pragma once
+#include <cuda_fp16.h>
+
+typedef long long i64;
+
+#define ONECAT_DEVICE __device__ __forceinline__
+
+// 8 halves moved as one 128-bit access (LDG.E.128 / STG.E.128).
+union Half8 {
+  uint4 u;
+  __half2 h2[4];
+  __half h[8];
+};
+
+template <int VEC>
+struct VecT;
+template <>
+struct VecT<8> { typedef uint4 type; };
+template <>
+struct VecT<2> { typedef unsigned int type; };
+template <>
+struct VecT<1> { typedef unsigned short type; };
+
+// Load VEC halves (VEC in 1, 2, 8) as floats.
+template <int VEC>
+ONECAT_DEVICE void load_vec(const __half* p, float (&f)[VEC]) {
+  if constexpr (VEC == 8) {
+    Half8 v;
+    v.u = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 t = __half22float2(v.h2[i]);
+      f[2 * i] = t.x;
+      f[2 * i + 1] = t.y;
+    }
+  } else if constexpr (VEC == 2) {
+    float2 t = __half22float2(*reinterpret_cast<const __half2*>(p));
+    f[0] = t.x;
+    f[1] = t.y;
+  } else {
+    f[0] = __half2float(*p);
+  }
+}
+
+// Store VEC floats as halves (round to nearest even, like torch's .to(float16)).
+template <int VEC>
+ONECAT_DEVICE void store_vec(__half* p, const float (&f)[VEC]) {
+  if constexpr (VEC == 8) {
+    Half8 v;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v.h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    *reinterpret_cast<uint4*>(p) = v.u;
+  } else if constexpr (VEC == 2) {
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(f[0], f[1]);
+  } else {
+    *p = __float2half_rn(f[0]);
+  }
+}
+
+ONECAT_DEVICE float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, <= 1024); every thread gets the total.
+ONECAT_DEVICE float block_sum(float v, float* smem32) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) smem32[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem32[lane] : 0.f;
+  v = warp_sum(v);
+  __syncthreads();
+  return v;
+}

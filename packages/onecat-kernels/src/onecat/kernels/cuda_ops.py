@@ -1,0 +1,283 @@
+"""CUDA providers: the NVRTC-built csrc/ kernels behind the registry's ops.
+
+Each provider has `available()` (GPU, driver, NVRTC present) and `supports(problem)` (reasons it
+refuses one call shape); its function takes exactly the op's arguments, allocates outputs and
+launches on torch's current stream. Variant choice inside a provider (128-bit vs narrow loads,
+the M bound of the GEMV) depends only on alignment and sizes, never on semantics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+
+from . import build
+from .driver import Kernel, driver_reasons
+from .registry import KernelRegistry, Problem, Provider
+from .weights import GGUFWeight
+
+POISON = False  # tests: fill fresh outputs with NaN so unwritten elements show up
+
+
+@contextlib.contextmanager
+def poison_outputs(enabled: bool = True):
+    global POISON
+    old, POISON = POISON, enabled
+    try:
+        yield
+    finally:
+        POISON = old
+
+
+def _empty(shape, dtype, device) -> torch.Tensor:
+    if POISON:
+        return torch.full(shape, float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _aligned(*ts, n: int = 16) -> bool:
+    return all(t is None or t.data_ptr() % n == 0 for t in ts)
+
+
+def _ptr(t) -> int:
+    return 0 if t is None else t.data_ptr()
+
+
+def _launch(kernel: Kernel, grid, block, *args, device: torch.device) -> None:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx == torch.cuda.current_device():
+        kernel(grid, block, *args, device=idx)
+    else:
+        with torch.cuda.device(idx):
+            kernel(grid, block, *args, device=idx)
+
+
+def _round32(n: int, lo: int = 32, hi: int = 1024) -> int:
+    return max(lo, min(hi, (n + 31) // 32 * 32))
+
+
+# -- admission -----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def available() -> list[str]:
+    reasons = driver_reasons()
+    if not build.toolchains():
+        reasons.append(f"NVRTC 12.9 not installed: pip install {build.NVRTC12_PIN}")
+    return reasons
+
+
+def _common(p: Problem, dtypes=("float16",)) -> list[str]:
+    reasons = []
+    if p.device != "cuda" or p.capability is None:
+        reasons.append(f"device is {p.device}, not a CUDA GPU")
+    elif p.capability < (7, 0):
+        reasons.append(f"capability {p.capability[0]}.{p.capability[1]} < 7.0")
+    else:
+        reasons += build.toolchain_reasons(p.capability[0] * 10 + p.capability[1])
+    if p.dtype not in dtypes:
+        why = " (Volta has no BF16 math)" if p.dtype == "bfloat16" else ""
+        reasons.append(f"dtype {p.dtype} not {'/'.join(dtypes)}{why}")
+    return reasons
+
+
+def _need(reasons: list[str], ok: bool, why: str) -> None:
+    if not ok:
+        reasons.append(why)
+
+
+def supports_rms_norm(p: Problem) -> list[str]:
+    r = _common(p)
+    _need(r, p.param("weight_dtype") == "float16", f"weight dtype {p.param('weight_dtype')} not float16")
+    _need(r, p.param("residual_dtype") in (None, "float16"), f"residual dtype {p.param('residual_dtype')} not float16")
+    _need(r, p.param("hidden", 0) <= 16384, f"hidden {p.param('hidden')} > 16384")
+    _need(r, p.param("contiguous", True), "x/weight/residual not contiguous")
+    return r
+
+
+def supports_rotary(p: Problem) -> list[str]:
+    r = _common(p)
+    d, rd, neox = p.param("head_dim"), p.param("rotary_dim"), p.param("neox")
+    _need(r, d % 2 == 0 and rd <= d, f"head_dim {d} odd or rotary_dim {rd} > head_dim")
+    _need(r, rd % (4 if neox else 2) == 0, f"rotary_dim {rd} not a multiple of {4 if neox else 2}")
+    _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
+    _need(r, p.param("pos_dtype") == "int64", f"positions dtype {p.param('pos_dtype')} not int64")
+    _need(r, p.param("k_dtype") == "float16", f"k dtype {p.param('k_dtype')} not float16")
+    _need(r, p.param("layout_ok", True), "q/k not 2-D [T, H*D] rows with unit stride, even row strides")
+    return r
+
+
+def supports_act(p: Problem) -> list[str]:
+    r = _common(p)
+    _need(r, p.param("contiguous", True), "x not contiguous")
+    _need(r, p.param("approximate", "tanh") in ("tanh", "none"), f"approximate={p.param('approximate')!r}")
+    return r
+
+
+def supports_linear(p: Problem) -> list[str]:
+    r = _common(p)
+    fmt = p.param("format")
+    _need(r, fmt in ("dense", "gguf_q4_0", "gguf_q8_0"), f"weight format {fmt} not dense/gguf_q4_0/gguf_q8_0")
+    _need(r, p.param("rows") != "17+", "M > 16 rows: the GEMV covers M <= 16")
+    if fmt == "dense":
+        _need(r, p.param("weight_dtype") == "float16", f"weight dtype {p.param('weight_dtype')} not float16")
+        _need(r, p.param("k") % 8 == 0, f"K={p.param('k')} not a multiple of 8")
+    _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
+    _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x/weight not contiguous and 16-byte aligned")
+    return r
+
+
+def supports_linear_hmma(p: Problem) -> list[str]:
+    r = supports_linear(p)
+    rows = p.param("rows")
+    _need(r, p.param("format") == "dense", f"format {p.param('format')}: tensor-core GEMV is dense-only")
+    _need(r, not isinstance(rows, int) or rows >= 8, f"M={rows}: tensor cores only pay from M >= 8")
+    _need(r, p.param("n") % 32 == 0, f"N={p.param('n')} not a multiple of 32")
+    _need(r, p.param("k") % 16 == 0, f"K={p.param('k')} not a multiple of 16")
+    _need(r, p.param("weight_aligned32") is not False, "weight not 32-byte aligned (wmma fragment loads)")
+    return r
+
+
+def supports_cache(p: Problem) -> list[str]:
+    r = _common(p)
+    _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16")
+    _need(r, p.param("value_dtype") == "float16", f"value dtype {p.param('value_dtype')} not float16")
+    _need(r, p.param("slot_dtype") == "int64", f"slot_mapping dtype {p.param('slot_dtype')} not int64")
+    _need(r, p.param("layout_ok", True), "key/value not [T, Hk, D] with contiguous heads, or caches not contiguous")
+    return r
+
+
+def supports_argmax(p: Problem) -> list[str]:
+    r = _common(p, dtypes=("float16", "float32"))
+    _need(r, p.param("row_contiguous", True), "logits rows not contiguous")
+    return r
+
+
+# -- kernels and provider functions --------------------------------------------------------------
+_RMS = {(v, res): Kernel("rms_norm.cu", f"rms_norm{'_add' if res else ''}_v{v}", "pppppif")
+        for v in (8, 1) for res in (False, True)}
+_ROT = {(neox, v): Kernel("rotary.cu", f"rotary_{'neox' if neox else 'gptj'}_v{v}", "ppppppqqiiii")
+        for neox in (True, False) for v in (8, 2)}
+_ACT = {(a, v): Kernel("activation.cu", f"{a}_and_mul_v{v}", "ppi")
+        for a in ("silu", "gelu_tanh", "gelu_erf") for v in (8, 1)}
+_CACHE = {v: Kernel("cache.cu", f"reshape_and_cache_v{v}", "pppppqqi") for v in (8, 1)}
+_MT = (1, 2, 4, 8, 16)
+_GEMV = {(f, mt): Kernel("gemv.cu", f"gemv_{f}_m{mt}", "ppppiii") for f in ("f16", "q4_0", "q8_0") for mt in _MT}
+_HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
+_ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
+
+
+def rms_norm(x, weight, eps, residual=None):
+    h = x.shape[-1]
+    rows = x.numel() // h if h else 0
+    out = _empty(x.shape, x.dtype, x.device)
+    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else None
+    if rows:
+        vec = 8 if h % 8 == 0 and _aligned(x, weight, residual, out, res_out) else 1
+        threads = _round32(-(-(h // vec) // (4 if vec == 8 else 16)))
+        _launch(_RMS[(vec, residual is not None)], (rows, 1, 1), (threads, 1, 1), out.data_ptr(),
+                _ptr(res_out), x.data_ptr(), _ptr(residual), weight.data_ptr(), h, float(eps), device=x.device)
+    return (out, res_out) if residual is not None else out
+
+
+def rotary_embedding(positions, q, k, head_dim, cos_sin_cache, is_neox=True):
+    t, r = q.shape[0], cos_sin_cache.shape[-1]
+    nq, nk = q.shape[1] // head_dim, k.shape[1] // head_dim
+    q_out = _empty((t, nq * head_dim), q.dtype, q.device)
+    k_out = _empty((t, nk * head_dim), k.dtype, k.device)
+    if t:
+        unit = r // 2 if is_neox else r
+        vec = 8 if (unit % 8 == 0 and head_dim % 8 == 0 and q.stride(0) % 8 == 0 and k.stride(0) % 8 == 0
+                    and _aligned(q, k)) else 2
+        per_head = unit // vec + (head_dim - r) // vec
+        threads = _round32((nq + nk) * per_head, hi=256)
+        _launch(_ROT[(bool(is_neox), vec)], (t, 1, 1), (threads, 1, 1), q_out.data_ptr(), k_out.data_ptr(),
+                positions.data_ptr(), q.data_ptr(), k.data_ptr(), cos_sin_cache.data_ptr(), q.stride(0),
+                k.stride(0), nq, nk, head_dim, r, device=q.device)
+    return q_out, k_out
+
+
+def _act_and_mul(kind: str, x):
+    d = x.shape[-1] // 2
+    out = _empty((*x.shape[:-1], d), x.dtype, x.device)
+    rows = out.numel() // d if d else 0
+    if rows:
+        vec = 8 if d % 8 == 0 and _aligned(x) else 1
+        chunks = -(-d // vec)
+        threads = _round32(chunks, hi=256)
+        _launch(_ACT[(kind, vec)], (rows, -(-chunks // threads), 1), (threads, 1, 1), out.data_ptr(),
+                x.data_ptr(), d, device=x.device)
+    return out
+
+
+def silu_and_mul(x):
+    return _act_and_mul("silu", x)
+
+
+def gelu_and_mul(x, approximate="tanh"):
+    return _act_and_mul("gelu_tanh" if approximate == "tanh" else "gelu_erf", x)
+
+
+def linear(x, weight, bias=None):
+    k = x.shape[-1]
+    m, n = x.numel() // k, weight.shape[0]
+    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    if m:
+        mt = next(v for v in _MT if v >= m)
+        if isinstance(weight, GGUFWeight):
+            kern, wptr, block, per_block = _GEMV[(weight.ggml_type, mt)], weight.raw.data_ptr(), 256, 8
+        else:
+            kern, wptr, block, per_block = _GEMV[("f16", mt)], weight.data_ptr(), 128, 4 * (4 if mt <= 2 else 2)
+        _launch(kern, (-(-n // per_block), 1, 1), (block, 1, 1), out.data_ptr(), x.data_ptr(), wptr,
+                _ptr(bias), m, n, k, device=x.device)
+    return out
+
+
+def linear_hmma(x, weight, bias=None):
+    k = x.shape[-1]
+    m, n = x.numel() // k, weight.shape[0]
+    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    _launch(_HMMA, (n // 32, 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(), weight.data_ptr(),
+            _ptr(bias), m, n, k, device=x.device)
+    return out
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    t = key.shape[0]
+    row = key.shape[1] * key.shape[2]
+    if t:
+        vec = 8 if (row % 8 == 0 and key.stride(0) % 8 == 0 and value.stride(0) % 8 == 0
+                    and _aligned(key, value, key_cache, value_cache)) else 1
+        _launch(_CACHE[vec], (t, 1, 1), (_round32(row // vec, hi=256), 1, 1), key_cache.data_ptr(),
+                value_cache.data_ptr(), key.data_ptr(), value.data_ptr(), slot_mapping.data_ptr(),
+                key.stride(0), value.stride(0), row, device=key.device)
+
+
+def argmax(logits):
+    v = logits.shape[-1]
+    rows = logits.numel() // v if v else 0
+    out = _empty(logits.shape[:-1], torch.int64, logits.device)
+    if rows:
+        stride = logits.stride(-2) if logits.dim() >= 2 else v
+        if logits.dtype == torch.float16:
+            name = "f16_v8" if v % 8 == 0 and stride % 8 == 0 and _aligned(logits) else "f16_v1"
+        else:
+            name = "f32_v4" if v % 4 == 0 and stride % 4 == 0 and _aligned(logits) else "f32_v1"
+        _launch(_ARGMAX[name], (rows, 1, 1), (1024, 1, 1), out.data_ptr(), logits.data_ptr(), stride, v,
+                device=logits.device)
+    return out
+
+
+def register(reg: KernelRegistry) -> None:
+    """Register the CUDA providers; the tensor-core GEMV ahead of the FMA one for `linear`."""
+    for op, fn, sup in [("rms_norm", rms_norm, supports_rms_norm),
+                        ("rotary_embedding", rotary_embedding, supports_rotary),
+                        ("silu_and_mul", silu_and_mul, supports_act),
+                        ("gelu_and_mul", gelu_and_mul, supports_act),
+                        ("linear", linear, supports_linear),
+                        ("linear", linear_hmma, supports_linear_hmma),
+                        ("reshape_and_cache", reshape_and_cache, supports_cache),
+                        ("argmax", argmax, supports_argmax)]:
+        name = "cuda_hmma" if fn is linear_hmma else "cuda"
+        reg.register(Provider(name, op, fn, available=available, supports=sup))
+    reg.priority.setdefault("linear", ["cuda_hmma", "cuda"])

@@ -1,0 +1,180 @@
+"""Input generators for every op: small, fresh random calls that cover the shapes providers must
+get right (odd sizes, non-multiples of tiles, strided views, GQA, windows, soft-cap, padding).
+
+Each returns list[Case]; tensors are drawn on the CPU from `generator` and moved to `device`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from . import reference as ref
+from .attention_metadata import AttentionMetadata
+from .registry import Case
+from .weights import GGUFWeight
+
+
+def clone_arg(a):
+    """A copy of one op argument that keeps tensor strides (a strided view stays strided)."""
+    if isinstance(a, torch.Tensor):
+        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+    if isinstance(a, GGUFWeight):
+        return GGUFWeight(a.raw.clone(), a.ggml_type, a.shape)
+    return a
+
+
+def clone_args(args: tuple) -> tuple:
+    return tuple(clone_arg(a) for a in args)
+
+
+def _randn(gen, *shape, dtype=torch.float16, device="cpu", scale=1.0):
+    return (torch.randn(*shape, generator=gen) * scale).to(dtype).to(device)
+
+
+def rms_norm(dtype, device, gen) -> list[Case]:
+    cases = []
+    for t, h, res in [(1, 4096, False), (7, 4096, True), (5, 1000, False), (3, 999, True),
+                      (2, 8192, True), (4, 40, False)]:
+        x = _randn(gen, t, h, dtype=dtype, device=device)
+        w = (1 + 0.1 * torch.randn(h, generator=gen)).to(dtype).to(device)
+        r = _randn(gen, t, h, dtype=dtype, device=device) if res else None
+        cases.append(Case(f"T={t} H={h}{' +res' if res else ''}", (x, w, 1e-6, r)))
+    x = _randn(gen, 2, 3, 512, dtype=dtype, device=device)
+    cases.append(Case("x[2,3,512]", (x, torch.ones(512, dtype=dtype, device=device), 1e-5, None)))
+    return cases
+
+
+_MAX_POS = 2048
+
+
+@functools.lru_cache(maxsize=None)
+def _cos_sin(d: int, r: int) -> torch.Tensor:
+    return ref.rope_cos_sin(d, r, _MAX_POS, 10000.0)
+
+
+def rotary_embedding(dtype, device, gen) -> list[Case]:
+    cases = []
+    for t, hq, hk, d, r, neox, fused in [(5, 8, 2, 128, 128, True, False), (3, 4, 4, 64, 64, False, False),
+                                         (4, 4, 2, 128, 64, True, False), (3, 2, 1, 64, 32, False, True),
+                                         (7, 3, 1, 80, 40, True, True), (1, 32, 8, 128, 128, True, True),
+                                         (6, 2, 2, 96, 24, False, False)]:
+        cs = _cos_sin(d, r).to(device)
+        pos = torch.randint(0, _MAX_POS, (t,), generator=gen).to(device)
+        if fused:  # q, k as strided views of one qkv output, as attention layers pass them
+            qkv = _randn(gen, t, (hq + 2 * hk) * d, dtype=dtype, device=device)
+            q, k = qkv[:, : hq * d], qkv[:, hq * d:(hq + hk) * d]
+        else:
+            q = _randn(gen, t, hq * d, dtype=dtype, device=device)
+            k = _randn(gen, t, hk * d, dtype=dtype, device=device)
+        label = f"T={t} Hq={hq} Hk={hk} D={d} r={r} {'neox' if neox else 'gptj'}{' fused' if fused else ''}"
+        cases.append(Case(label, (pos, q, k, d, cs, neox)))
+    return cases
+
+
+def _act(dtype, device, gen, extra=()) -> list[Case]:
+    cases = []
+    for shape in [(1, 2 * 14336), (7, 2 * 1000), (3, 2 * 999), (2, 5, 2 * 256)]:
+        x = _randn(gen, *shape, dtype=dtype, device=device, scale=2.0)
+        for e in extra or [None]:
+            cases.append(Case(f"x{list(shape)}{'' if e is None else ' ' + e}", (x,) + (() if e is None else (e,))))
+    return cases
+
+
+def silu_and_mul(dtype, device, gen) -> list[Case]:
+    return _act(dtype, device, gen)
+
+
+def gelu_and_mul(dtype, device, gen) -> list[Case]:
+    return _act(dtype, device, gen, extra=("tanh", "none"))
+
+
+def linear(dtype, device, gen) -> list[Case]:
+    cases = []
+    dense = [(1, 1000, 4096, False), (3, 1027, 1024, False), (5, 33, 520, True), (8, 512, 1024, False),
+             (13, 96, 4112, True), (16, 256, 2048, False), (1, 64, 1001, False), (20, 64, 256, False)]
+    for m, n, k, bias in dense:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        w = _randn(gen, n, k, dtype=dtype, device=device, scale=1 / math.sqrt(k))
+        b = _randn(gen, n, dtype=dtype, device=device) if bias else None
+        cases.append(Case(f"dense M={m} N={n} K={k}{' +bias' if bias else ''}", (x, w, b)))
+    x = _randn(gen, 2, 3, 512, dtype=dtype, device=device)
+    cases.append(Case("dense x[2,3,512] N=256", (x, _randn(gen, 256, 512, dtype=dtype, device=device, scale=0.05), None)))
+    for m, n, k, t in [(1, 1001, 4096, "q4_0"), (4, 256, 1056, "q4_0"), (16, 64, 512, "q4_0"),
+                       (1, 300, 2048, "q8_0"), (7, 129, 96, "q8_0"), (11, 64, 1024, "q8_0")]:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        cases.append(Case(f"{t} M={m} N={n} K={k}", (x, GGUFWeight.random(n, k, t, gen, device), None)))
+    return cases
+
+
+def reshape_and_cache(dtype, device, gen) -> list[Case]:
+    cases = []
+    for t, hk, d, fused in [(5, 2, 128, False), (3, 8, 64, True), (4, 1, 36, False), (1, 4, 128, True)]:
+        nb, bs = 9, 16
+        kc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        vc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        if fused:  # key/value as views of one [T, 2, Hk, D] projection output
+            kv = _randn(gen, t, 2, hk, d, dtype=dtype, device=device)
+            key, value = kv[:, 0], kv[:, 1]
+        else:
+            key = _randn(gen, t, hk, d, dtype=dtype, device=device)
+            value = _randn(gen, t, hk, d, dtype=dtype, device=device)
+        slots = torch.randperm(nb * bs, generator=gen)[:t]
+        if t > 2:
+            slots[1] = -1  # padding token
+        cases.append(Case(f"T={t} Hk={hk} D={d}{' fused' if fused else ''}",
+                          (key, value, kc, vc, slots.to(device))))
+    return cases
+
+
+def paged_metadata(q_lens, seq_lens, block_size, num_blocks, gen, device="cpu") -> AttentionMetadata:
+    """Metadata for requests with the given new-token and total lengths, on randomly chosen blocks."""
+    need = [(s + block_size - 1) // block_size for s in seq_lens]
+    perm = torch.randperm(num_blocks, generator=gen)
+    tables = torch.zeros(len(seq_lens), max(need), dtype=torch.int32)
+    slots, used = [], 0
+    for i, (q, s, n) in enumerate(zip(q_lens, seq_lens, need)):
+        tables[i, :n] = perm[used:used + n].int()
+        used += n
+        for pos in range(s - q, s):
+            slots.append(int(tables[i, pos // block_size]) * block_size + pos % block_size)
+    qsl = [0]
+    for q in q_lens:
+        qsl.append(qsl[-1] + q)
+    return AttentionMetadata(
+        query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=device),
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+        block_tables=tables.to(device), slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        query_start_loc_cpu=qsl, seq_lens_cpu=list(seq_lens), max_query_len=max(q_lens),
+        max_seq_len=max(seq_lens))
+
+
+def paged_attention(dtype, device, gen) -> list[Case]:
+    cases = []
+    for label, q_lens, seq_lens, hq, hk, d, window, cap in [
+        ("decode", [1, 1, 1], [37, 5, 64], 8, 8, 64, None, None),
+        ("decode GQA 4", [1, 1], [100, 17], 8, 2, 128, None, None),
+        ("mixed prefill", [5, 1, 3], [5, 40, 19], 4, 2, 64, None, None),
+        ("sliding window 7", [4, 1], [30, 12], 4, 1, 64, 7, None),
+        ("soft-cap 30", [2, 1], [20, 33], 2, 2, 128, None, 30.0),
+    ]:
+        bs, nb = 16, 32
+        md = paged_metadata(q_lens, seq_lens, bs, nb, gen, device)
+        q = _randn(gen, sum(q_lens), hq, d, dtype=dtype, device=device)
+        kc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        vc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        cases.append(Case(label, (q, kc, vc, md, 1 / math.sqrt(d), window, cap)))
+    return cases
+
+
+def argmax(dtype, device, gen) -> list[Case]:
+    cases = []
+    for b, v in [(1, 128256), (4, 32000), (3, 1001), (2, 7)]:
+        x = _randn(gen, b, v, dtype=dtype, device=device, scale=3.0)
+        cases.append(Case(f"B={b} V={v}", (x,)))
+    x = _randn(gen, 2, 4096, dtype=dtype, device=device)
+    x[0, 100] = x[0, 3000] = 50.0  # tie: the first index wins
+    cases.append(Case("tie B=2 V=4096", (x,)))
+    return cases

@@ -1,0 +1,77 @@
+"""The CUDA providers' host side on the CPU, with launches intercepted: for every generated case a
+provider admits on a (fake) sm_70, the launch has a legal grid/block, arguments that pack into the
+kernel's signature, and outputs of the reference's shapes and dtypes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import pytest
+import torch
+
+from onecat.kernels import cuda_ops, ops
+from onecat.kernels.driver import Kernel
+from onecat.kernels.inputs import clone_arg
+from onecat.kernels.registry import REFERENCE, Case
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    calls = []
+
+    def fake_launch(kernel, grid, block, *args, device):
+        assert isinstance(kernel, Kernel)
+        assert len(grid) == 3 and 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535
+        assert len(block) == 3 and block[0] % 32 == 0 and 32 <= block[0] * block[1] * block[2] <= 1024
+        assert len(args) == len(kernel.signature), kernel.name
+        struct.pack_into(kernel._fmt, kernel._buf, 0, *args)  # types and count match the signature
+        for code, a in zip(kernel.signature, args):
+            assert isinstance(a, float if code == "f" else int), (kernel.name, code, a)
+        calls.append((kernel.name, grid, block, args))
+
+    monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
+    return calls
+
+
+
+
+@pytest.mark.parametrize("op", sorted(ops.registry.ops))
+def test_wrapper_launches(op, launches):
+    spec = ops.registry.ops[op]
+    providers = [p for n, p in ops.registry.providers[op].items() if n != REFERENCE]
+    admitted = 0
+    for case in spec.make_inputs(torch.float16, "cpu", torch.Generator().manual_seed(0)):
+        p = dataclasses.replace(ops.problem(op, *case.args, **case.kwargs), device="cuda", capability=(7, 0))
+        for prov in providers:
+            if prov.supports(p):
+                continue
+            admitted += 1
+            launches.clear()
+            args = tuple(clone_arg(a) for a in case.args)
+            got = spec.tensors_out(Case(case.label, args), prov.fn(*args, **case.kwargs))
+            want = spec.tensors_out(case, spec.reference(*case.args, **case.kwargs))
+            assert len(launches) == 1, (prov.name, case.label)
+            assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want], case.label
+    if providers:
+        assert admitted >= 3, f"{op}: too few generated cases admitted by {[p.name for p in providers]}"
+
+
+def test_variant_choice(launches):
+    x = torch.zeros(3, 4096, dtype=torch.float16)
+    cuda_ops.rms_norm(x, torch.ones(4096, dtype=torch.float16), 1e-6)
+    cuda_ops.rms_norm(x[:, :999], torch.ones(999, dtype=torch.float16), 1e-6, x[:, :999].contiguous())
+    cuda_ops.linear(torch.zeros(5, 64, dtype=torch.float16), torch.zeros(40, 64, dtype=torch.float16))
+    names = [c[0] for c in launches]
+    assert names == ["rms_norm_v8", "rms_norm_add_v1", "gemv_f16_m8"]
+    assert launches[0][1] == (3, 1, 1) and launches[0][2] == (128, 1, 1)  # 512 vectors, 4 per thread
+    assert launches[2][1] == (5, 1, 1)  # 40 rows / (4 warps x 2 rows)
+
+
+def test_bench_table_format():
+    from onecat.kernels import bench
+
+    rows = [bench.Row("linear q4_0", "M=1 N=4096 K=4096", "cuda", 10.0, 9.5, 12.0, 950.0, 0.22, 30.0, 1e-4)]
+    text = bench.format_rows(rows, 4250.0, "fake")
+    assert text.splitlines()[-1].split()[:3] == ["linear", "q4_0", "M=1"] and "22%" in text
+    assert {(n, k) for n, k in bench.LLAMA3_8B_GEMV} == {(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)}

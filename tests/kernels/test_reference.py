@@ -1,0 +1,225 @@
+"""The torch references: every declared op runs on generated CPU inputs within its own fp16
+tolerance of a float32 evaluation, and hand checks of the semantics (rms_norm formula, NeoX vs
+GPT-J rotary, paged attention vs dense causal SDPA, GGUF dequantization, argmax ties)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from onecat.kernels import GGUFWeight, ops
+from onecat.kernels import reference as ref
+from onecat.kernels.inputs import clone_arg, paged_metadata
+from onecat.kernels.registry import REFERENCE, Case
+
+
+def rel_err(out: torch.Tensor, want: torch.Tensor) -> float:
+    out, want = out.double(), want.double()
+    return float((out - want).norm() / want.norm().clamp_min(1e-30))
+
+
+def _upcast(x):
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float32:
+        return x.float()
+    if isinstance(x, tuple):
+        return tuple(_upcast(v) for v in x)
+    return x
+
+
+@pytest.mark.parametrize("op", sorted(ops.registry.ops))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_every_reference_runs(op, dtype):
+    """Generated inputs -> reference on CPU: right dtype, finite, inputs untouched, and through
+    `ops.<op>` (which admits the reference on CPU) the very same result."""
+    spec = ops.registry.ops[op]
+    assert spec.make_inputs is not None and dtype.__repr__().split(".")[-1] in spec.tolerances
+    cases = spec.make_inputs(dtype, "cpu", torch.Generator().manual_seed(0))
+    assert len(cases) >= 4 and all(isinstance(c, Case) for c in cases)
+    for case in cases:
+        before = [clone_arg(a) for a in case.args]
+        args = tuple(clone_arg(a) for a in case.args)
+        outs = spec.tensors_out(Case(case.label, args), spec.reference(*args, **case.kwargs))
+        for o in outs:
+            assert o.dtype in (dtype, torch.int64), case.label
+            if o.is_floating_point():
+                assert torch.isfinite(o).all(), case.label
+        if op != "reshape_and_cache":
+            for a, b in zip(case.args, before):
+                if isinstance(a, torch.Tensor):
+                    assert torch.equal(a, b), f"{case.label}: reference modified an input"
+        args2 = tuple(clone_arg(a) for a in case.args)
+        assert ops.registry.select(ops.problem(op, *args2)).provider.name == REFERENCE
+        outs2 = spec.tensors_out(Case(case.label, args2), getattr(ops, op)(*args2, **case.kwargs))
+        for a, b in zip(outs, outs2):
+            assert torch.equal(a, b), case.label
+
+
+@pytest.mark.parametrize("op", sorted(ops.registry.ops))
+def test_fp16_reference_within_tolerance_of_fp32(op):
+    """The op's float16 tolerance admits the float16 reference itself, measured against a float32
+    evaluation of the same inputs (so a GPU kernel as exact as the reference passes)."""
+    spec = ops.registry.ops[op]
+    tol = spec.tolerances["float16"]
+    for case in spec.make_inputs(torch.float16, "cpu", torch.Generator().manual_seed(1)):
+        a16 = tuple(clone_arg(a) for a in case.args)
+        a32 = tuple(_upcast(clone_arg(a)) for a in case.args)
+        o16 = spec.tensors_out(Case(case.label, a16), spec.reference(*a16, **case.kwargs))
+        o32 = spec.tensors_out(Case(case.label, a32), spec.reference(*a32, **case.kwargs))
+        for x, y in zip(o16, o32):
+            if tol == 0:
+                assert torch.equal(x.to(y.dtype), y), case.label
+            else:
+                assert rel_err(x, y) <= tol, (case.label, rel_err(x, y), tol)
+
+
+def test_rms_norm_formula():
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, -0.5, 0.0, 2.0]])
+    w = torch.tensor([1.0, 1.0, 2.0, 0.5])
+    want = torch.stack([x[i] / math.sqrt(sum(v * v for v in x[i].tolist()) / 4 + 1e-6) * w for i in range(2)])
+    torch.testing.assert_close(ref.rms_norm(x, w, 1e-6), want)
+    r = torch.tensor([[1.0, 0.0, -1.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    y, new_res = ref.rms_norm(x, w, 1e-6, r)
+    torch.testing.assert_close(new_res, x + r)
+    torch.testing.assert_close(y, ref.rms_norm(x + r, w, 1e-6))
+    y16, res16 = ref.rms_norm(x.half(), w.half(), 1e-6, r.half())
+    assert y16.dtype == res16.dtype == torch.float16
+
+
+def _rope_hand(x, pos, base, neox):
+    """One head, rotary_dim = head_dim = len(x), written out pair by pair."""
+    d = len(x)
+    out = list(x)
+    for j in range(d // 2):
+        theta = pos * base ** (-2 * j / d)
+        a, b = (j, j + d // 2) if neox else (2 * j, 2 * j + 1)
+        out[a] = x[a] * math.cos(theta) - x[b] * math.sin(theta)
+        out[b] = x[b] * math.cos(theta) + x[a] * math.sin(theta)
+    return out
+
+
+@pytest.mark.parametrize("neox", [True, False])
+def test_rotary_known_vectors(neox):
+    x = [1.0, 2.0, 3.0, 4.0, -1.0, 0.5, 0.25, 2.0]
+    cs = ref.rope_cos_sin(8, 8, 16, 100.0)
+    pos = torch.tensor([0, 3, 7])
+    q = torch.tensor([x] * 3)
+    qo, ko = ref.rotary_embedding(pos, q, q.clone(), 8, cs, is_neox=neox)
+    torch.testing.assert_close(qo[0], q[0])  # position 0 is the identity
+    for i, p in enumerate(pos.tolist()):
+        torch.testing.assert_close(qo[i], torch.tensor(_rope_hand(x, p, 100.0, neox)), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(ko, qo)
+
+
+def test_rotary_neox_is_gptj_on_permuted_dims():
+    gen = torch.Generator().manual_seed(0)
+    d = 16
+    cs = ref.rope_cos_sin(d, d, 32, 10000.0)
+    pos = torch.randint(0, 32, (5,), generator=gen)
+    q, k = torch.randn(5, 2 * d, generator=gen), torch.randn(5, d, generator=gen)
+    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])  # interleaved -> halves
+    ph = lambda t: t.view(5, -1, d)[..., perm].reshape(5, -1)  # noqa: E731
+    qn, kn = ref.rotary_embedding(pos, ph(q), ph(k), d, cs, is_neox=True)
+    qg, kg = ref.rotary_embedding(pos, q, k, d, cs, is_neox=False)
+    torch.testing.assert_close(qn, ph(qg))
+    torch.testing.assert_close(kn, ph(kg))
+
+
+def test_rotary_partial_leaves_tail():
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(3, 2 * 64, generator=gen), torch.randn(3, 64, generator=gen)
+    cs = ref.rope_cos_sin(64, 32, 16, 10000.0)
+    pos = torch.tensor([1, 5, 9])
+    for neox in (True, False):
+        qo, ko = ref.rotary_embedding(pos, q, k, 64, cs, neox)
+        torch.testing.assert_close(qo.view(3, 2, 64)[..., 32:], q.view(3, 2, 64)[..., 32:])
+        full = ref.rotary_embedding(pos, q.view(6, 64)[:, :32].reshape(3, 64), k[:, :32], 32, cs, neox)[0]
+        torch.testing.assert_close(qo.view(3, 2, 64)[..., :32].reshape(3, 64), full)
+
+
+def _dense_reference(q, k, v, scale, window=None, cap=None):
+    """q [Tq, H, D] (the last Tq positions of the sequence), k/v [ctx, H, D]: causal, float32."""
+    tq, ctx = q.shape[0], k.shape[0]
+    qpos = torch.arange(ctx - tq, ctx)[:, None]
+    kpos = torch.arange(ctx)[None, :]
+    mask = kpos <= qpos
+    if window:
+        mask &= kpos > qpos - window
+    if cap is None:
+        out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
+                                             attn_mask=mask, scale=scale)
+        return out.transpose(0, 1)
+    s = torch.einsum("qhd,khd->hqk", q, k) * scale
+    s = cap * torch.tanh(s / cap)
+    p = torch.softmax(s.masked_fill(~mask, -math.inf), dim=-1)
+    return torch.einsum("hqk,khd->qhd", p, v)
+
+
+@pytest.mark.parametrize("q_lens,seq_lens,hq,hk,window,cap", [
+    ([1, 1, 1], [37, 5, 64], 4, 4, None, None),
+    ([5, 1, 3], [5, 40, 19], 8, 2, None, None),  # prefill + decode, GQA 4
+    ([4, 2], [30, 12], 4, 1, 7, None),  # MQA, sliding window
+    ([3, 1], [20, 33], 2, 2, None, 30.0),  # soft-cap
+    ([6], [6], 6, 3, 3, 5.0),  # all at once
+])
+def test_paged_attention_vs_dense(q_lens, seq_lens, hq, hk, window, cap):
+    gen = torch.Generator().manual_seed(sum(seq_lens))
+    d, bs, nb = 32, 8, 40
+    md = paged_metadata(q_lens, seq_lens, bs, nb, gen)
+    kc = torch.full((nb, bs, hk, d), float("nan"))  # unused slots must never be read
+    vc = torch.full((nb, bs, hk, d), float("nan"))
+    ks = [torch.randn(s, hk, d, generator=gen) for s in seq_lens]
+    vs = [torch.randn(s, hk, d, generator=gen) for s in seq_lens]
+    for i, s in enumerate(seq_lens):  # fill each request's cache through its block table
+        slots = torch.tensor([int(md.block_tables[i, p // bs]) * bs + p % bs for p in range(s)])
+        ref.reshape_and_cache(ks[i], vs[i], kc, vc, slots)
+    q = torch.randn(sum(q_lens), hq, d, generator=gen)
+    out = ref.paged_attention(q, kc, vc, md, 1 / math.sqrt(d), window, cap)
+    g = hq // hk
+    for i, (qs, qe) in enumerate(zip(md.query_start_loc_cpu, md.query_start_loc_cpu[1:])):
+        want = _dense_reference(q[qs:qe], ks[i].repeat_interleave(g, 1), vs[i].repeat_interleave(g, 1),
+                                1 / math.sqrt(d), window, cap)
+        torch.testing.assert_close(out[qs:qe], want, atol=2e-5, rtol=1e-4)
+
+
+def test_reshape_and_cache_slots_and_padding():
+    kc, vc = torch.zeros(3, 4, 2, 8), torch.zeros(3, 4, 2, 8)
+    key, value = torch.randn(3, 2, 8), torch.randn(3, 2, 8)
+    ref.reshape_and_cache(key, value, kc, vc, torch.tensor([5, -1, 11]))
+    torch.testing.assert_close(kc[1, 1], key[0])
+    torch.testing.assert_close(vc[2, 3], value[2])
+    assert kc.count_nonzero() == 2 * 2 * 8  # the padding token wrote nothing
+
+
+def test_gguf_blocks_by_hand():
+    d = torch.tensor([0.5], dtype=torch.float16).view(torch.uint8)
+    qs = torch.tensor([0x10 * (j % 16) + j % 16 for j in range(16)], dtype=torch.uint8)  # lo = hi = j
+    w = GGUFWeight(torch.cat([d, qs]).view(1, 18), "q4_0", (1, 32))
+    want = torch.tensor([(j % 16 - 8) * 0.5 for j in range(16)] * 2)
+    torch.testing.assert_close(w.dequantize()[0], want)
+    q8 = torch.arange(-16, 16, dtype=torch.int8).view(torch.uint8)
+    w8 = GGUFWeight(torch.cat([d, q8]).view(1, 34), "q8_0", (1, 32))
+    torch.testing.assert_close(w8.dequantize()[0], torch.arange(-16, 16).float() * 0.5)
+    assert w.format == "gguf_q4_0" and w8.format == "gguf_q8_0" and w.shape == (1, 32)
+    with pytest.raises(ValueError):
+        GGUFWeight(torch.zeros(1, 17, dtype=torch.uint8), "q4_0", (1, 32))
+
+
+@pytest.mark.parametrize("ggml_type", ["q4_0", "q8_0"])
+def test_gguf_dequantize_matches_gguf_py(ggml_type):
+    gguf = pytest.importorskip("gguf")
+    w = GGUFWeight.random(7, 96, ggml_type, torch.Generator().manual_seed(0))
+    qt = getattr(gguf.GGMLQuantizationType, ggml_type.upper())
+    want = gguf.quants.dequantize(w.raw.numpy(), qt)
+    torch.testing.assert_close(w.dequantize(), torch.from_numpy(want).float().reshape(7, 96))
+    x = torch.randn(3, 96, dtype=torch.float64)
+    y = ref.linear(x, w)
+    torch.testing.assert_close(y, x @ torch.from_numpy(want).double().reshape(7, 96).T)
+
+
+def test_argmax_first_on_ties():
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [0.0, -1.0, 0.0, -2.0]], dtype=torch.float16)
+    assert ref.argmax(x).tolist() == [1, 0]
+    assert ref.argmax(x[0]).item() == 1 and ref.argmax(x).dtype == torch.int64

@@ -1,0 +1,125 @@
+"""The sm_70 gate (CPU, runs in CI): every csrc/*.cu kernel compiles with NVRTC 12.9 to cubin for
+sm_70 and sm_90; no local memory (spills, stack) in any kernel, shared memory <= 96 KB, registers
+<= 255; on sm_70 the tensor-core GEMV shows HMMA.884 and the vectorized kernels 128-bit loads in
+SASS (cuobjdump from the triton==3.6.0 wheel; the CUDA 13 tools refuse sm_70). Missing tools fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from onecat.kernels import build, cuda_ops
+from onecat.kernels.driver import Kernel
+
+PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
+SMEM_LIMIT = 96 * 1024
+TENSOR_CORE = {"gemv_f16_hmma"}
+VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
+              "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
+              "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4"}
+
+
+def _tool(name: str) -> Path:
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail(f"triton is not installed (its wheel carries an sm_70-capable {name}): pip install {PINS}")
+    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / name
+    if not path.exists():
+        pytest.fail(f"{path} missing: pip install {PINS}")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(source: str, arch: int) -> build.Compiled:
+    return build.compile_source(source, arch, use_cache=False)  # always a real compile here
+
+
+def test_nvrtc_12_9_installed():
+    try:
+        tc = build.toolchain(70)
+    except build.ToolchainError as e:
+        pytest.fail(f"{e} (CI needs: pip install {PINS})")
+    assert tc.version == (12, 9), f"{tc.describe()}: pin {PINS}"
+    assert 70 in tc.archs and 90 in tc.archs
+
+
+def _kernels_by_source() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for k in vars(cuda_ops).values():
+        for kern in (k.values() if isinstance(k, dict) else [k]):
+            if isinstance(kern, Kernel):
+                out.setdefault(kern.source, set()).add(kern.name)
+    return out
+
+
+def test_every_source_is_used():
+    assert set(_kernels_by_source()) == set(build.sources())
+
+
+@pytest.mark.parametrize("arch", [70, 90])
+@pytest.mark.parametrize("source", build.sources())
+def test_compiles_without_spills(source, arch):
+    c = compiled(source, arch)
+    assert c.cubin[:4] == b"\x7fELF"
+    missing = _kernels_by_source()[source] - set(c.usage)
+    assert not missing, f"providers launch kernels the cubin lacks: {missing}"
+    for name, u in c.usage.items():
+        assert u.get("spill_stores", 0) == 0 and u.get("spill_loads", 0) == 0, (name, u)
+        assert u.get("stack", 0) == 0, f"{name}: local-memory stack frame {u}"
+        assert u.get("smem", 0) <= SMEM_LIMIT, (name, u)
+        assert 0 < u.get("registers", 0) <= 255, (name, u)
+
+
+@functools.lru_cache(maxsize=None)
+def sm70_cubin(source: str, tmp: str) -> Path:
+    path = Path(tmp) / f"{source}.sm_70.cubin"
+    path.write_bytes(compiled(source, 70).cubin)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tmpdir_sass(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("sass"))
+
+
+def _sass(source: str, tmp: str) -> dict[str, str]:
+    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(sm70_cubin(source, tmp))],
+                          capture_output=True, text=True, check=True).stdout
+    assert "code for sm_70" in text
+    funcs: dict[str, str] = {}
+    for chunk in re.split(r"\n\s*Function : ", text)[1:]:
+        name, _, body = chunk.partition("\n")
+        funcs[name.strip()] = body
+    return funcs
+
+
+@pytest.mark.parametrize("source", build.sources())
+def test_sm70_sass(source, tmpdir_sass):
+    funcs = _sass(source, tmpdir_sass)
+    assert set(funcs) >= _kernels_by_source()[source]
+    for name, body in funcs.items():
+        if name in TENSOR_CORE:
+            assert "HMMA.884" in body, f"{name}: no HMMA.884 in sm_70 SASS"
+        else:
+            assert "HMMA" not in body, f"{name}: unexpected tensor-core code"
+        if name in VECTORIZED:
+            assert re.search(r"\bLDG?\.E\.128\b", body), f"{name}: no 128-bit global load"
+        assert "LDL" not in body and "STL" not in body, f"{name}: local-memory access in SASS"
+
+
+@pytest.mark.parametrize("source", build.sources())
+def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
+    out = subprocess.run([str(_tool("cuobjdump")), "--dump-resource-usage", str(sm70_cubin(source, tmpdir_sass))],
+                         capture_output=True, text=True, check=True).stdout
+    rows = re.findall(r"Function (\w+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+    assert {r[0] for r in rows} >= _kernels_by_source()[source]
+    for name, reg, stack, shared, local in rows:
+        assert int(local) == 0 and int(stack) == 0, f"{name}: LOCAL:{local} STACK:{stack}"
+        assert int(shared) <= SMEM_LIMIT and int(reg) <= 255, name
+        assert int(reg) == compiled(source, 70).usage[name]["registers"], name

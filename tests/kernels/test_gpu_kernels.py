@@ -14,6 +14,7 @@ import torch
 
 from onecat.kernels import GGUFWeight, cuda_ops, ops
 from onecat.kernels.inputs import clone_arg
+from onecat.kernels.weights import random_packed
 from onecat.kernels.registry import REFERENCE, Case
 
 pytestmark = pytest.mark.gpu
@@ -36,6 +37,9 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                 cases.append(Case(f"dense M={m} N={n} K={k}", (_randn(gen, m, k), _randn(gen, n, k, scale=k ** -0.5), None)))
         for m, n, k, t in ((1, 14336, 4096, "q4_0"), (16, 4096, 14336, "q4_0"), (4, 4096, 4096, "q8_0")):
             cases.append(Case(f"{t} M={m} N={n} K={k}", (_randn(gen, m, k), GGUFWeight.random(n, k, t, gen, "cuda"), None)))
+        for m, n, k, t in ((1, 4096, 4096, "q4_0"), (4, 1024, 14336, "q4_k"), (16, 2048, 4096, "awq"),
+                           (2, 512, 4096, "q4_1"), (8, 512, 4096, "q6_k"), (3, 512, 4096, "q8_0")):
+            cases.append(Case(f"packed_{t} M={m} N={n} K={k}", (_randn(gen, m, k), random_packed(n, k, t, gen, "cuda"), None)))
         return cases
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
@@ -52,7 +56,15 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
     if op == "reshape_and_cache":
         kc, vc = _randn(gen, 64, 16, 8, 128), _randn(gen, 64, 16, 8, 128)
         slots = torch.randperm(64 * 16, generator=gen)[:256].cuda()
-        return [Case("T=256 Hk=8 D=128", (_randn(gen, 256, 8, 128), _randn(gen, 256, 8, 128), kc, vc, slots))]
+        k8, v8 = kc.to(torch.float8_e4m3fn), vc.to(torch.float8_e4m3fn)
+        return [Case("T=256 Hk=8 D=128", (_randn(gen, 256, 8, 128), _randn(gen, 256, 8, 128), kc, vc, slots)),
+                Case("T=256 Hk=8 D=128 fp8 e4m3", (_randn(gen, 256, 8, 128), _randn(gen, 256, 8, 128), k8, v8, slots,
+                                                   0.01, 0.02))]
+    if op == "paged_attention":  # a prefill-phase batch (> 16 new tokens): prefix hit + fresh prompt + decode
+        from onecat.kernels.inputs import paged_metadata
+        md = paged_metadata([40, 1, 24], [300, 77, 24], 16, 48, gen, "cuda")
+        return [Case("prefill Hq=8 Hk=2 D=128", (_randn(gen, 65, 8, 128), _randn(gen, 48, 16, 2, 128),
+                                                 _randn(gen, 48, 16, 2, 128), md, 128 ** -0.5, None, None))]
     return []
 
 
@@ -60,6 +72,8 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
 
 def _check(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str) -> None:
     assert out.shape == ref.shape and out.dtype == ref.dtype, what
+    if out.element_size() == 1 and out.is_floating_point():  # FP8: compare bytes
+        out, ref = out.view(torch.uint8), ref.view(torch.uint8)
     if tol == 0:
         torch.testing.assert_close(out, ref, rtol=0, atol=0, equal_nan=True, msg=what)
         return
@@ -84,8 +98,8 @@ def test_kernel_vs_reference(op):
         admitted = []
         for case, dtype in cases:
             if op == "reshape_and_cache":  # poison the caches: unwritten slots stay NaN on both sides
-                case.args[2].fill_(float("nan"))
-                case.args[3].fill_(float("nan"))
+                for c in case.args[2:4]:  # FP8 caches: the NaN byte 0x7f
+                    c.view(torch.uint8).fill_(0x7F) if c.element_size() == 1 else c.fill_(float("nan"))
             p = ops.problem(op, *case.args, **case.kwargs)
             if prov.refusal(p):
                 continue

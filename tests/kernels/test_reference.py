@@ -223,3 +223,44 @@ def test_argmax_first_on_ties():
     x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [0.0, -1.0, 0.0, -2.0]], dtype=torch.float16)
     assert ref.argmax(x).tolist() == [1, 0]
     assert ref.argmax(x[0]).item() == 1 and ref.argmax(x).dtype == torch.int64
+
+
+# -- packed weights (weights.PackedWeight): bit-exact with the original formats' decode ----------
+@pytest.mark.parametrize("ggml_type", ["q4_0", "q4_1", "q8_0", "q4_k", "q6_k"])
+def test_packed_gguf_bit_exact(ggml_type):
+    from onecat.kernels.weights import pack
+    quant = pytest.importorskip("onecat.quant")
+    w = GGUFWeight.random(6, 512, ggml_type, torch.Generator().manual_seed(3))
+    want = quant.ggml.dequantize(w.raw, (6, 512), ggml_type.upper())
+    p = pack(w)
+    assert p.format == f"packed_{ggml_type}" and p.shape == (6, 512)
+    assert torch.equal(w.dequantize(), want) and torch.equal(p.dequantize(), want)
+    gguf = pytest.importorskip("gguf")
+    qt = getattr(gguf.GGMLQuantizationType, ggml_type.upper())
+    g = torch.from_numpy(gguf.quants.dequantize(w.raw.numpy(), qt)).float().reshape(6, 512)
+    assert torch.equal(p.dequantize(), g)
+    x = torch.randn(3, 512, dtype=torch.float64)
+    torch.testing.assert_close(ref.linear(x, p), x @ want.double().T)
+
+
+def test_packed_awq_bit_exact():
+    from onecat.kernels.weights import pack_awq, random_awq
+    int4 = pytest.importorskip("onecat.quant.int4")
+    gen = torch.Generator().manual_seed(4)
+    t = int4.awq_quantize(torch.randn(24, 256, generator=gen) * 0.05, group_size=128)
+    for qw, qz, s in [(t["qweight"], t["qzeros"], t["scales"]), random_awq(16, 384, 128, gen)]:
+        want = int4.awq_dequantize(qw, qz, s, group_size=128)
+        assert torch.equal(pack_awq(qw, qz, s, 128).dequantize(), want)
+
+
+def test_packed_nibble_layout_magic():
+    """The word layout the kernels rely on: (v & 0x000F000F) | 0x64006400 = fp16 (1024 + q0, 1024 + q1)."""
+    from onecat.kernels.weights import _pack_nibbles
+    q = torch.arange(8).repeat(1, 4) % 16
+    b = _pack_nibbles(q)
+    v = int.from_bytes(bytes(b[0, :4].tolist()), "little")
+    halves = lambda u: torch.tensor([u & 0xFFFF, u >> 16], dtype=torch.int32).to(torch.int16).view(torch.float16)  # noqa: E731
+    for s, vv in ((0, v), (2, v >> 8)):
+        lo = halves((vv & 0x000F000F) | 0x64006400).float() - 1024
+        hi = (halves((vv & 0x00F000F0) | 0x64006400).float() - 1024) / 16
+        assert lo.tolist() == [2 * s, 2 * s + 1] and hi.tolist() == [2 * s + 2, 2 * s + 3]

@@ -155,7 +155,7 @@ def real(op: str, dev: str, dtype="float16", case: int = 0, **override):
 def test_real_cuda_providers(dev, chosen):
     for op in ["rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul", "linear", "reshape_and_cache", "argmax"]:
         assert real(op, dev).provider.name == chosen, op
-    assert real("paged_attention", dev).provider.name == REFERENCE  # no kernel yet
+    assert real("paged_attention", dev).provider.name == ("cuda_split_kv" if chosen == "cuda" else REFERENCE)
 
 
 def test_real_linear_routes():

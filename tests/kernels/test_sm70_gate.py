@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import build, cuda_ops
+from onecat.kernels import attention_ops, build, cuda_ops
 from onecat.kernels.driver import Kernel
 
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
@@ -22,7 +22,9 @@ SMEM_LIMIT = 96 * 1024
 TENSOR_CORE = {"gemv_f16_hmma"}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
-              "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4"}
+              "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4",
+              *(k.name for k in attention_ops._DECODE.values()), "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
+VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in ("q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "awq") for m in (1, 4, 16)}
 
 
 def _tool(name: str) -> Path:
@@ -51,7 +53,7 @@ def test_nvrtc_12_9_installed():
 
 def _kernels_by_source() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for k in vars(cuda_ops).values():
+    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values()]:
         for kern in (k.values() if isinstance(k, dict) else [k]):
             if isinstance(kern, Kernel):
                 out.setdefault(kern.source, set()).add(kern.name)

@@ -159,10 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="only the 4096x4096 GEMV shapes")
     ap.add_argument("--only", default="", help="substring filter on the kernel name")
     ap.add_argument("--json", default="", help="also write the rows as JSON here")
+    ap.add_argument("--gemv", action="store_true", help="the packed GEMV table (formats x llama3-8b shapes x M)")
+    ap.add_argument("--formats", default=",".join(GEMV_FORMATS))
+    ap.add_argument("--m", default="1,4,16")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to time")
         return 1
+    if args.gemv:
+        shapes = LLAMA3_8B_GEMV[:1] if args.quick else LLAMA3_8B_GEMV
+        print(gemv_bench(args.iters, args.formats.split(","), shapes, [int(v) for v in args.m.split(",")], args.json))
+        return 0
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
     device = f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs), torch {torch.__version__}"
@@ -181,6 +188,146 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"device": device, "copy_gbps": copy_gbps, "rows": [asdict(r) for r in rows]}, f, indent=1)
     print(format_rows(rows, copy_gbps, device))
     return 0
+
+
+
+# -- packed GEMV benchmark (`--gemv`): the K2 contract ------------------------------------------
+V100_READ_GBPS = 879.0  # measured V100 read ceiling (v100.md); projections scale it by H200 efficiency
+GEMV_FORMATS = ("q4_0", "q4_k", "awq", "q4_1", "q8_0", "q6_k")
+
+
+def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator):
+    """A random PackedWeight made directly on the GPU (valid planes; packing 128256x4096 on the host
+    would take minutes). Scales are finite and of realistic size."""
+    from .weights import PackedWeight
+
+    def rb(*shape):
+        return torch.randint(0, 256, shape, dtype=torch.uint8, device="cuda", generator=gen)
+
+    def f16(shape, lo, hi, signed=False):
+        v = torch.rand(shape, device="cuda", generator=gen) * (hi - lo) + lo
+        if signed:
+            v = torch.where(torch.rand(shape, device="cuda", generator=gen) < 0.5, v, -v)
+        return v.half().view(torch.uint8).reshape(*shape[:-1], shape[-1] * 2)
+
+    nch = k // 32
+    qh, g = None, 32
+    if kind == "q8_0":
+        q, meta = rb(n, k), f16((n, nch), 0.005, 0.025, True)
+    elif kind == "q6_k":
+        q, qh = rb(n, k // 2), rb(n, k // 4)
+        sc = rb(n, nch, 2)
+        d = f16((n, nch // 8, 1), 1e-4, 4e-4).view(n, nch // 8, 1, 2).expand(n, nch // 8, 8, 2).reshape(n, nch, 2)
+        meta = torch.cat([sc, d], -1).reshape(n, -1).contiguous()
+    else:
+        q = rb(n, k // 2)
+        if kind == "q4_0":
+            meta = f16((n, nch), 0.005, 0.025, True)
+        elif kind == "q4_1":
+            meta = torch.stack([f16((n, nch), 0.005, 0.025).view(n, nch, 2),
+                                f16((n, nch), 0.0, 0.1, True).view(n, nch, 2)], -2).reshape(n, -1)
+        elif kind == "q4_k":
+            head = torch.cat([f16((n, nch // 8, 1), 2e-4, 1e-3), f16((n, nch // 8, 1), 0, 1e-3),
+                              rb(n, nch // 8, 12)], -1)
+            meta = head.reshape(n, -1).contiguous()
+        else:  # awq g128: (s, 1024 + z)
+            g = 128
+            s = torch.rand(n, k // g, device="cuda", generator=gen) * 0.003 + 0.001
+            z = torch.randint(0, 16, (n, k // g), device="cuda", generator=gen).float() + 1024
+            meta = torch.stack([s, z], -1).half().contiguous().view(torch.uint8).reshape(n, -1)
+    return PackedWeight(kind, (n, k), q.contiguous(), meta.contiguous(), qh, g)
+
+
+def _subset(w, rows: int):
+    from .weights import PackedWeight
+    return PackedWeight(w.kind, (rows, w.shape[1]), w.q[:rows], w.meta[:rows],
+                        None if w.qh is None else w.qh[:rows], w.group_size)
+
+
+def time_stream(fn: Callable[[int], object], nsets: int, calls: int = 20, reps: int = 5) -> list[float]:
+    """Per-call device time (us) of `calls` back-to-back launches (one event pair around them)."""
+    for i in range(3):
+        fn(i % nsets)
+    torch.cuda.synchronize()
+    out = []
+    torch.cuda._sleep(20_000_000)
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    j = 0
+    for a, b in evs:
+        a.record()
+        for _ in range(calls):
+            fn(j % nsets)
+            j += 1
+        b.record()
+    torch.cuda.synchronize()
+    for a, b in evs:
+        out.append(a.elapsed_time(b) * 1e3 / calls)
+    return out
+
+
+def gemv_bench(iters: int, formats, shapes, ms, out_json: str = "") -> str:
+    from . import cuda_ops
+    props = torch.cuda.get_device_properties(0)
+    device = f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs), torch {torch.__version__}"
+    gen = torch.Generator("cuda").manual_seed(0)
+    copy0 = copy_bandwidth()
+    rows = []
+    for kind in formats:
+        for n, k in shapes:
+            first = packed_gpu(n, k, kind, gen)
+            wbytes = first.nbytes
+            nsets = max(1, min(32, math.ceil(ROTATE_BYTES / wbytes)))
+            ws = [first] + [packed_gpu(n, k, kind, gen) for _ in range(nsets - 1)]
+            for m in ms:
+                xs = [(torch.randn(m, k, device="cuda", generator=gen)).half() for _ in range(nsets)]
+                sel = ops.registry.select(ops.problem("linear", xs[0], ws[0])).provider.name
+                fn = lambda i: ops.linear(xs[i], ws[i])  # noqa: E731
+                # correctness: poisoned output, first 256 rows against the float64 reference
+                with cuda_ops.poison_outputs():
+                    y = ops.linear(xs[0], ws[0])
+                sub = _subset(ws[0], min(n, 256))
+                want = xs[0].double().cpu() @ sub.dequantize(torch.float64).cpu().t()
+                got = y[:, :sub.shape[0]].double().cpu()
+                err = float((got - want).norm() / want.norm().clamp_min(1e-30))
+                finite = bool(torch.isfinite(y).all())
+                t = time_sets(fn, nsets, iters)
+                ts = time_stream(fn, nsets)
+                moved = wbytes + m * k * 2 + m * n * 2
+                med = statistics.median(t)
+                rows.append(dict(format=kind, n=n, k=k, m=m, provider=sel, bytes=moved, median_us=med,
+                                 min_us=min(t), max_us=max(t), gbps=moved / med / 1e3, stream_us=statistics.median(ts),
+                                 stream_gbps=moved / statistics.median(ts) / 1e3, rel_err=err, finite=finite))
+                del xs
+            del ws, first
+            torch.cuda.empty_cache()
+    copy1 = copy_bandwidth()
+    copy = (copy0 + copy1) / 2
+    for r in rows:
+        r["frac_copy"] = r["gbps"] / copy
+        r["stream_frac_copy"] = r["stream_gbps"] / copy
+        eff = min(1.0, r["frac_copy"])
+        r["v100_projected_us"] = r["bytes"] / (V100_READ_GBPS * eff) / 1e3
+    head = (f"{'format':<6} {'N x K':<13} {'M':>2} {'provider':<9} {'MB':>7} {'med us':>8} {'min us':>8} {'max us':>8} "
+            f"{'GB/s':>6} {'%copy':>6} {'strm us':>8} {'%copy':>6} {'rel err':>8} {'V100 us (projected)':>20}")
+    lines = [f"device: {device}",
+             f"copy bandwidth (read + write) measured in this run: {copy0:.0f} GB/s before, {copy1:.0f} after; "
+             f"%copy uses their mean {copy:.0f}",
+             "med/min/max: one CUDA-event pair per call, rotating over weight sets > 160 MB (weights from HBM); "
+             "strm: per-call time of 20 back-to-back calls",
+             "V100 projected = bytes / (879 GB/s x min(1, H200 %copy)) -- a projection, not a measurement",
+             head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['format']:<6} {str(r['n']) + 'x' + str(r['k']):<13} {r['m']:>2} {r['provider']:<9} "
+                     f"{r['bytes'] / 1e6:>7.2f} {r['median_us']:>8.1f} {r['min_us']:>8.1f} {r['max_us']:>8.1f} "
+                     f"{r['gbps']:>6.0f} {100 * r['frac_copy']:>5.0f}% {r['stream_us']:>8.1f} "
+                     f"{100 * r['stream_frac_copy']:>5.0f}% {r['rel_err']:>8.1e}{'' if r['finite'] else ' NaN!'} "
+                     f"{r['v100_projected_us']:>20.1f}")
+    text = "\n".join(lines)
+    if out_json:
+        with open(out_json, "w") as f:
+            json.dump({"device": device, "copy_gbps_before": copy0, "copy_gbps_after": copy1, "copy_gbps": copy,
+                       "v100_read_gbps": V100_READ_GBPS, "rows": rows}, f, indent=1)
+    return text
 
 
 if __name__ == "__main__":

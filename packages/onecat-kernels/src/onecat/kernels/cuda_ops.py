@@ -16,7 +16,7 @@ import torch
 from . import build
 from .driver import Kernel, driver_reasons
 from .registry import KernelRegistry, Problem, Provider
-from .weights import GGUFWeight
+from .weights import PACKED_FORMATS, GGUFWeight, PackedWeight
 
 POISON = False  # tests: fill fresh outputs with NaN so unwritten elements show up
 
@@ -138,6 +138,17 @@ def supports_linear_hmma(p: Problem) -> list[str]:
     return r
 
 
+def supports_linear_packed(p: Problem) -> list[str]:
+    r = _common(p)
+    fmt = p.param("format")
+    _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
+    _need(r, p.param("rows") != "17+", "M > 16 rows: the packed GEMV covers M <= 16")
+    _need(r, p.param("k") % 32 == 0, f"K={p.param('k')} not a multiple of 32")
+    _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
+    _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
+    return r
+
+
 def supports_cache(p: Problem) -> list[str]:
     r = _common(p)
     _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16")
@@ -163,6 +174,11 @@ _ACT = {(a, v): Kernel("activation.cu", f"{a}_and_mul_v{v}", "ppi")
 _CACHE = {v: Kernel("cache.cu", f"reshape_and_cache_v{v}", "pppppqqi") for v in (8, 1)}
 _MT = (1, 2, 4, 8, 16)
 _GEMV = {(f, mt): Kernel("gemv.cu", f"gemv_{f}_m{mt}", "ppppiii") for f in ("f16", "q4_0", "q8_0") for mt in _MT}
+_PACKED_NAMES = tuple(f"packed_{f}" for f in PACKED_FORMATS)
+_PMT = (1, 4, 16)
+_PR = {1: 8, 4: 4, 16: 4}  # rows of W per 128-thread block (csrc/gemv_packed.cu)
+_GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
+                for f in PACKED_FORMATS for mt in _PMT}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 
@@ -242,6 +258,20 @@ def linear_hmma(x, weight, bias=None):
     return out
 
 
+def linear_packed(x, weight: PackedWeight, bias=None):
+    """M <= 16 rows of x against a PackedWeight: one pass over the packed planes."""
+    k = x.shape[-1]
+    m, n = x.numel() // k, weight.shape[0]
+    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    if m:
+        mt = next(v for v in _PMT if v >= m)
+        rows = _PR[mt]
+        _launch(_GEMV_PACKED[(weight.kind, mt)], (-(-n // rows), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),
+                weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
+                weight.group_size // 32, device=x.device)
+    return out
+
+
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
     t = key.shape[0]
     row = key.shape[1] * key.shape[2]
@@ -276,8 +306,9 @@ def register(reg: KernelRegistry) -> None:
                         ("gelu_and_mul", gelu_and_mul, supports_act),
                         ("linear", linear, supports_linear),
                         ("linear", linear_hmma, supports_linear_hmma),
+                        ("linear", linear_packed, supports_linear_packed),
                         ("reshape_and_cache", reshape_and_cache, supports_cache),
                         ("argmax", argmax, supports_argmax)]:
-        name = "cuda_hmma" if fn is linear_hmma else "cuda"
+        name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    reg.priority.setdefault("linear", ["cuda_hmma", "cuda"])
+    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack", "cuda"])

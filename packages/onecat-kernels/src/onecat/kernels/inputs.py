@@ -14,15 +14,15 @@ import torch
 from . import reference as ref
 from .attention_metadata import AttentionMetadata
 from .registry import Case
-from .weights import GGUFWeight
+from .weights import GGUFWeight, PackedWeight, random_packed
 
 
 def clone_arg(a):
     """A copy of one op argument that keeps tensor strides (a strided view stays strided)."""
     if isinstance(a, torch.Tensor):
         return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device).copy_(a)
-    if isinstance(a, GGUFWeight):
-        return GGUFWeight(a.raw.clone(), a.ggml_type, a.shape)
+    if isinstance(a, (GGUFWeight, PackedWeight)):
+        return a.clone()
     return a
 
 
@@ -102,6 +102,13 @@ def linear(dtype, device, gen) -> list[Case]:
         cases.append(Case(f"dense M={m} N={n} K={k}{' +bias' if bias else ''}", (x, w, b)))
     x = _randn(gen, 2, 3, 512, dtype=dtype, device=device)
     cases.append(Case("dense x[2,3,512] N=256", (x, _randn(gen, 256, 512, dtype=dtype, device=device, scale=0.05), None)))
+    for m, n, k, t, bias in [(1, 130, 512, "q4_0", False), (5, 67, 256, "q4_1", True), (2, 64, 512, "q4_k", False),
+                             (16, 33, 256, "q6_k", False), (3, 40, 96, "q8_0", True), (9, 72, 512, "awq", False),
+                             (1, 64, 1024, "awq", True), (12, 70, 512, "q4_0", False)]:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        b = _randn(gen, n, dtype=dtype, device=device) if bias else None
+        cases.append(Case(f"packed_{t} M={m} N={n} K={k}{' +bias' if bias else ''}",
+                          (x, random_packed(n, k, t, gen, device), b)))
     for m, n, k, t in [(1, 1001, 4096, "q4_0"), (4, 256, 1056, "q4_0"), (16, 64, 512, "q4_0"),
                        (1, 300, 2048, "q8_0"), (7, 129, 96, "q8_0"), (11, 64, 1024, "q8_0")]:
         x = _randn(gen, m, k, dtype=dtype, device=device)

@@ -99,7 +99,7 @@ def _params_linear(x, weight, bias=None):
                    weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None)
 
 
-def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
     inner = all(t.dim() == 3 and t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (key, value))
     return key, dict(kv_dtype=_dt(key_cache), head_dim=key.shape[-1], value_dtype=_dt(value),
                      slot_dtype=_dt(slot_mapping), layout_ok=inner and key_cache.is_contiguous()
@@ -107,10 +107,15 @@ def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
 
 
 def _params_paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None,
-                            logit_soft_cap=None):
+                            logit_soft_cap=None, k_scale=1.0, v_scale=1.0):
+    mq = metadata.max_query_len
     return query, dict(head_dim=query.shape[-1], kv_dtype=_dt(key_cache),
                        gqa=query.shape[1] // key_cache.shape[2], sliding_window=bool(sliding_window),
-                       soft_cap=bool(logit_soft_cap))
+                       soft_cap=bool(logit_soft_cap), block_size=key_cache.shape[1],
+                       phase="decode" if mq <= 1 else "verify" if mq <= 16 else "prefill",
+                       layout_ok=query.dim() == 3 and query.stride(2) == 1 and query.stride(1) == query.shape[2]
+                       and key_cache.is_contiguous() and value_cache.is_contiguous()
+                       and value_cache.dtype == key_cache.dtype)
 
 
 def _params_argmax(logits):
@@ -152,14 +157,17 @@ def linear(x, weight, bias=None):
     return _dispatch("linear", x, weight, bias)
 
 
-def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
-    return _dispatch("reshape_and_cache", key, value, key_cache, value_cache, slot_mapping)
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
+    """FP8 caches (dtype torch.float8_e4m3fn / float8_e5m2) store fp8(x / scale); see reference.py."""
+    fp8 = (k_scale, v_scale) if ref.is_fp8(key_cache) else ()  # scales reach providers for FP8 caches only
+    return _dispatch("reshape_and_cache", key, value, key_cache, value_cache, slot_mapping, *fp8)
 
 
 def paged_attention(query, key_cache, value_cache, metadata: AttentionMetadata, scale,
-                    sliding_window=None, logit_soft_cap=None):
+                    sliding_window=None, logit_soft_cap=None, k_scale=1.0, v_scale=1.0):
+    fp8 = (k_scale, v_scale) if ref.is_fp8(key_cache) else ()  # scales reach providers for FP8 caches only
     return _dispatch("paged_attention", query, key_cache, value_cache, metadata, scale,
-                     sliding_window, logit_soft_cap)
+                     sliding_window, logit_soft_cap, *fp8)
 
 
 def argmax(logits):
@@ -169,3 +177,4 @@ def argmax(logits):
 from . import cuda_ops  # noqa: E402  (registers the CUDA providers)
 
 cuda_ops.register(registry)
+from . import attention_ops  # noqa: E402,F401  (registers the attention providers)

@@ -87,27 +87,68 @@ def argmax(logits: torch.Tensor) -> torch.Tensor:
     return torch.argmax(logits, dim=-1)
 
 
+# -- FP8 KV caches --------------------------------------------------------------------------------
+# An FP8 cache is a tensor of dtype torch.float8_e4m3fn or torch.float8_e5m2 (one byte per element;
+# kernels see the bytes), so the format travels with the tensor. One float scale per tensor
+# (k_scale, v_scale): stored = fp8(x / scale), read = float(stored) * scale. Quantization divides in
+# float32, rounds to nearest even and saturates to the largest finite value (448, 57344); no NaN or
+# inf is ever written for finite inputs.
+FP8_DTYPES = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
+
+
+def is_fp8(t: torch.Tensor) -> bool:
+    return t.dtype in FP8_DTYPES
+
+
+def fp8_quantize(x: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Tensor:
+    """x / scale in float32 -> FP8 `dtype`, round to nearest even, saturating."""
+    m = FP8_DTYPES[dtype]
+    return (x.float() / scale).clamp(-m, m).to(dtype)
+
+
+def kv_dequantize(t: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    """float32 values of a cache slice (FP8: float(stored) * scale; others: float, unscaled)."""
+    return t.float() * scale if is_fp8(t) else t.float()
+
+
 def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                      value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+                      value_cache: torch.Tensor, slot_mapping: torch.Tensor, k_scale: float = 1.0,
+                      v_scale: float = 1.0) -> None:
     """Write key/value [T, Hk, D] into caches [num_blocks, block_size, Hk, D] at flat slots.
 
-    Slots < 0 are padding and are skipped."""
+    Slots < 0 are padding and are skipped. FP8 caches store fp8(x / scale) (see FP8_DTYPES);
+    the scales are ignored for other cache dtypes."""
     nb, bs = key_cache.shape[:2]
     valid = slot_mapping >= 0
     slots = slot_mapping[valid].long()
-    key_cache.view(nb * bs, *key_cache.shape[2:])[slots] = key[valid].to(key_cache.dtype)
-    value_cache.view(nb * bs, *value_cache.shape[2:])[slots] = value[valid].to(value_cache.dtype)
+    for src, cache, sc in ((key, key_cache, k_scale), (value, value_cache, v_scale)):
+        flat = cache.view(nb * bs, *cache.shape[2:])
+        if is_fp8(cache):  # index_put on bytes: not every torch build has FP8 indexing kernels
+            flat.view(torch.uint8)[slots] = fp8_quantize(src[valid], sc, cache.dtype).view(torch.uint8)
+        else:
+            flat[slots] = src[valid].to(cache.dtype)
+
+
+def _gather_kv(cache: torch.Tensor, blocks: torch.Tensor, ctx: int, scale: float) -> torch.Tensor:
+    nblk, (bs, hk, d) = len(blocks), cache.shape[1:]
+    if is_fp8(cache):
+        rows = cache.view(torch.uint8)[blocks].view(cache.dtype)
+    else:
+        rows = cache[blocks]
+    return kv_dequantize(rows.reshape(nblk * bs, hk, d)[:ctx], scale)
 
 
 def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                     metadata: AttentionMetadata, scale: float, sliding_window: int | None = None,
-                    logit_soft_cap: float | None = None) -> torch.Tensor:
+                    logit_soft_cap: float | None = None, k_scale: float = 1.0,
+                    v_scale: float = 1.0) -> torch.Tensor:
     """Causal attention of each request's new queries over its whole paged context.
 
     query [T, Hq, D] holds the requests' new tokens back to back (query_start_loc); request i
     has seq_lens[i] tokens in the cache (its new ones included), and its j-th new query sits at
     position seq_lens[i] - q_len + j. Keys at or before that position are visible, and with a
-    sliding window only the last `sliding_window` of them. Softmax in float32.
+    sliding window only the last `sliding_window` of them. Softmax in float32. FP8 caches are
+    read as float(stored) * k_scale / v_scale (see FP8_DTYPES).
     """
     T, Hq, D = query.shape
     bs, Hk = key_cache.shape[1], key_cache.shape[2]
@@ -120,8 +161,8 @@ def paged_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: t
             continue
         nblk = (ctx + bs - 1) // bs
         blocks = metadata.block_tables[i, :nblk].long()
-        k = key_cache[blocks].reshape(nblk * bs, Hk, D)[:ctx].float()
-        v = value_cache[blocks].reshape(nblk * bs, Hk, D)[:ctx].float()
+        k = _gather_kv(key_cache, blocks, ctx, k_scale)
+        v = _gather_kv(value_cache, blocks, ctx, v_scale)
         q = query[qs:qe].float()  # [q, Hq, D]
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)

@@ -1,0 +1,210 @@
+"""Attention providers: paged attention (split-KV decode/verify, tensor-core prefill) and the FP8
+KV-cache write, registered into the op registry on import (ops.py imports this module last).
+
+FP8 KV caches: a cache tensor of dtype torch.float8_e4m3fn or torch.float8_e5m2 (the format travels
+with the tensor; kernels see bytes), one float scale per tensor passed as `k_scale` / `v_scale` to
+`ops.reshape_and_cache` and `ops.paged_attention` (stored = fp8(x / scale), round to nearest even,
+saturating; read = float(stored) * scale; reference.py holds the semantics).
+
+Hot path per call: a Problem + dict lookup (ops), then here a few host ints from the metadata's
+*_cpu mirrors (no device sync) and one or two launches. Partition count is sized from
+`metadata.max_seq_len` and the GPU's SM count, so a CUDA graph captured with the largest
+max_seq_len it will replay stays valid.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from . import reference as ref
+from . import cuda_ops
+from .cuda_ops import _aligned, _common, _empty, _need, available
+from .driver import Kernel
+from .registry import KernelRegistry, Problem, Provider
+
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128, 256)
+_KV = {"float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+_FP8_UNIT = {"e4m3": 256.0, "e5m2": 1.0}  # E4M3 bytes decode to value * 2^-8 (attention_fp8.cuh)
+ROWS = 16  # query rows (q index x GQA head) per decode block
+WORKSPACE_LIMIT = 256 << 20  # bytes of FP32 partials before the partition count is cut
+
+_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", "ppppppppp" "q" "iiiiiiiiii" "fff")
+           for d in HEAD_DIMS for kv in ("f16", "e4m3", "e5m2")}
+_REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
+_CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":  # host-side tests with intercepted launches: a V100's 80 SMs
+        return 80
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _launch(*args, **kwargs):
+    cuda_ops._launch(*args, **kwargs)  # looked up per call (tests intercept it)
+
+
+def _kv_kind(cache: torch.Tensor) -> str:
+    return _KV[str(cache.dtype).removeprefix("torch.")]
+
+
+# -- admission -----------------------------------------------------------------------------------
+def supports_paged(p: Problem) -> list[str]:
+    r = _common(p)
+    d, kv, bs = p.param("head_dim"), p.param("kv_dtype"), p.param("block_size", 16)
+    _need(r, d in HEAD_DIMS, f"head_dim {d} not in {HEAD_DIMS}")
+    _need(r, kv in _KV, f"KV cache dtype {kv} not float16/float8_e4m3fn/float8_e5m2")
+    _need(r, isinstance(bs, int) and 8 <= bs <= 1024 and bs & (bs - 1) == 0, f"block_size {bs} not a power of 2 >= 8")
+    _need(r, (p.param("gqa") or 0) >= 1, "fewer query heads than KV heads")
+    _need(r, p.param("layout_ok", True), "query not [T, Hq, D] with contiguous heads, or caches not contiguous/same dtype")
+    return r
+
+
+def supports_cache_fp8(p: Problem) -> list[str]:
+    r = _common(p)
+    kv = p.param("kv_dtype")
+    _need(r, kv in ("float8_e4m3fn", "float8_e5m2"), f"KV cache dtype {kv} not FP8 (float8_e4m3fn/float8_e5m2)")
+    _need(r, p.param("value_dtype") == "float16", f"value dtype {p.param('value_dtype')} not float16")
+    _need(r, p.param("slot_dtype") == "int64", f"slot_mapping dtype {p.param('slot_dtype')} not int64")
+    _need(r, p.param("layout_ok", True), "key/value not [T, Hk, D] with contiguous heads, or caches not contiguous")
+    return r
+
+
+# -- provider functions --------------------------------------------------------------------------
+def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, head_dim: int, sms: int,
+                  n_tokens: int, hq: int) -> tuple[int, int]:
+    """(nparts, part): partitions of the key span so that ~2 blocks per SM are in flight, each a
+    multiple of the key tile, at least 256 keys, and the FP32 partials within WORKSPACE_LIMIT."""
+    tile = 4096 // head_dim
+    span = max(span, 1)
+    nparts = max(1, -(-2 * sms // max(1, batch * hk * nchunks)))
+    part = max(256, -(-span // nparts))
+    while True:
+        part = -(-part // tile) * tile
+        nparts = -(-span // part)
+        if nparts == 1 or nparts * n_tokens * hq * head_dim * 4 <= WORKSPACE_LIMIT:
+            return nparts, part
+        part *= 2
+
+
+def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
+                    k_scale=1.0, v_scale=1.0):
+    t, hq, d = query.shape
+    _, bs, hk, _ = key_cache.shape
+    out = _empty(query.shape, query.dtype, query.device)
+    b = metadata.num_requests
+    if t == 0 or b == 0:
+        return out
+    kv = _kv_kind(key_cache)
+    assert value_cache.dtype == key_cache.dtype, "key and value caches must share a dtype"
+    unit = _FP8_UNIT.get(kv, 1.0)
+    k_mul, v_mul = (k_scale * unit, v_scale * unit) if kv != "f16" else (1.0, 1.0)
+    cap = float(logit_soft_cap or 0.0)
+    window = int(sliding_window or 0)
+    group = hq // hk
+    nchunks = -(-metadata.max_query_len * group // ROWS)
+    span = metadata.max_seq_len if window <= 0 else min(metadata.max_seq_len, window + metadata.max_query_len - 1)
+    nparts, part = split_kv_plan(b, hk, nchunks, span, d, _sm_count(query.device), t, hq)
+    part_o = part_ml = None
+    if nparts > 1:
+        part_o = torch.empty((nparts, t, hq, d), dtype=torch.float32, device=query.device)
+        part_ml = torch.empty((nparts, t, hq, 2), dtype=torch.float32, device=query.device)
+    if query.stride(0) % 8 or not _aligned(query):  # 128-bit query loads
+        query = query.contiguous()
+    bt = metadata.block_tables.int().contiguous()  # no-ops for the int32 metadata; kept alive to the launch
+    seq_lens, qsl = metadata.seq_lens.int(), metadata.query_start_loc.int()
+    qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
+    _launch(_DECODE[(d, kv)], (nparts, hk * nchunks, b), (128, 1, 1), out.data_ptr(),
+            0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
+            query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
+            seq_lens.data_ptr(), qsl.data_ptr(), query.stride(0),
+            t, hq, hk, group, bs.bit_length() - 1, bt.stride(0), window, nparts, part, nchunks,
+            float(qk), cap, float(v_mul), device=query.device)
+    if nparts > 1:
+        _launch(_REDUCE, (t, hq, 1), (d, 1, 1), out.data_ptr(), part_o.data_ptr(), part_ml.data_ptr(),
+                t, hq, d, nparts, float(v_mul), device=query.device)
+    return out
+
+
+def reshape_and_cache_fp8(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
+    t = key.shape[0]
+    row = key.shape[1] * key.shape[2]
+    if not t:
+        return
+    vec = (row % 8 == 0 and key.stride(0) % 8 == 0 and value.stride(0) % 8 == 0 and _aligned(key, value)
+           and _aligned(key_cache, value_cache, n=8) and value_cache.dtype == key_cache.dtype)
+    if not vec:  # odd rows or unaligned views: the reference (same bit rules)
+        return ref.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale)
+    _launch(_CACHE_FP8[_kv_kind(key_cache)], (t, 1, 1), (max(32, min(256, (row // 8 + 31) // 32 * 32)), 1, 1),
+            key_cache.data_ptr(), value_cache.data_ptr(), key.data_ptr(), value.data_ptr(), slot_mapping.data_ptr(),
+            key.stride(0), value.stride(0), row, float(k_scale), float(v_scale), device=key.device)
+
+
+def supports_sdpa_prefill(p: Problem) -> list[str]:
+    """torch SDPA for prefill on GPUs newer than Volta (flash kernels need sm80+), FP16/BF16 caches."""
+    r = []
+    _need(r, p.device == "cuda" and p.capability is not None and p.capability >= (8, 0),
+          f"{p.device} {p.capability}: SDPA route is for sm80+ (Volta uses the NVRTC kernels)")
+    _need(r, p.param("phase") == "prefill", f"phase {p.param('phase')}: SDPA route is for prefill (> 16 queries)")
+    _need(r, p.dtype in ("float16", "bfloat16") and p.param("kv_dtype") == p.dtype,
+          f"dtype {p.dtype} / KV {p.param('kv_dtype')}: needs FP16/BF16 query and cache of the same dtype")
+    _need(r, not p.param("soft_cap"), "logit soft-cap: SDPA has none")
+    _need(r, not p.graph_capture, "per-request host loop: not for graph capture")
+    return r
+
+
+def sdpa_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None):
+    """Per request: gather its pages, one SDPA call (causal from the top-left when the whole sequence
+    is new, else an explicit bottom-right causal/window mask)."""
+    import torch.nn.functional as F
+
+    t, hq, d = query.shape
+    bs, hk = key_cache.shape[1], key_cache.shape[2]
+    out = torch.empty_like(query)
+    qsl, lens = metadata.query_start_loc_cpu, metadata.seq_lens_cpu
+    for i, ctx in enumerate(lens):
+        qs, qe = qsl[i], qsl[i + 1]
+        if qe == qs:
+            continue
+        nblk = -(-ctx // bs)
+        blocks = metadata.block_tables[i, :nblk].long()
+        k = key_cache[blocks].reshape(nblk * bs, hk, d)[:ctx].transpose(0, 1)[None]
+        v = value_cache[blocks].reshape(nblk * bs, hk, d)[:ctx].transpose(0, 1)[None]
+        q = query[qs:qe].transpose(0, 1)[None]
+        n = qe - qs
+        mask, causal = None, False
+        if n == ctx and not sliding_window:
+            causal = True
+        else:
+            qpos = torch.arange(ctx - n, ctx, device=query.device)[:, None]
+            kpos = torch.arange(ctx, device=query.device)[None, :]
+            mask = kpos <= qpos
+            if sliding_window:
+                mask &= kpos > qpos - sliding_window
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale,
+                                           enable_gqa=hq != hk)
+        out[qs:qe] = o[0].transpose(0, 1)
+    return out
+
+
+def register(reg: KernelRegistry) -> None:
+    reg.register(Provider("cuda_split_kv", "paged_attention", paged_attention, available=available,
+                          supports=supports_paged))
+    reg.register(Provider("torch_sdpa", "paged_attention", sdpa_prefill, supports=supports_sdpa_prefill))
+    reg.priority.setdefault("paged_attention", ["torch_sdpa", "cuda_split_kv"])
+    reg.register(Provider("cuda_fp8", "reshape_and_cache", reshape_and_cache_fp8, available=available,
+                          supports=supports_cache_fp8))
+
+
+def _register_default() -> None:
+    from .registry import registry
+    register(registry)
+
+
+_register_default()

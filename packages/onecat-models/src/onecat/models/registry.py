@@ -9,6 +9,8 @@ _ADAPTERS: dict[str, str] = {
     "llama": "onecat.models.llama:LlamaForCausalLM",
     "LlamaForCausalLM": "onecat.models.llama:LlamaForCausalLM",
     "MistralForCausalLM": "onecat.models.llama:LlamaForCausalLM",
+    "gemma3": "onecat.models.gemma3:Gemma3ForCausalLM",
+    "Gemma3ForCausalLM": "onecat.models.gemma3:Gemma3ForCausalLM",
 }
 
 

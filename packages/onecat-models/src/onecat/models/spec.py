@@ -27,10 +27,23 @@ class ModelSpec:
     # per layer: "attention" (paged KV) or later "linear_attention"/"mamba" (per-request state)
     layer_types: tuple[str, ...] = field(default=())
     name: str = ""
+    # Gemma-style options (defaults leave other architectures unchanged)
+    layer_sliding_window: tuple[int | None, ...] = field(default=())  # per layer; () = `sliding_window` everywhere
+    rope_theta_local: float | None = None  # rope base of sliding-window layers (None: rope_theta)
+    rope_scaling_factor: float = 1.0  # linear position scaling of the global (full-attention) layers
+    query_pre_attn_scalar: float | None = None  # attention scale = this ** -0.5 (None: head_dim ** -0.5)
+    attn_logit_softcap: float | None = None
+    final_logit_softcap: float | None = None
+    norm_weight_offset: float = 0.0  # added to RMSNorm weights at load (HF Gemma stores w for a (1 + w) scale)
 
     def __post_init__(self) -> None:
         if not self.layer_types:
             object.__setattr__(self, "layer_types", ("attention",) * self.num_layers)
+        if not self.layer_sliding_window:
+            object.__setattr__(self, "layer_sliding_window", (self.sliding_window,) * self.num_layers)
+        if len(self.layer_sliding_window) != self.num_layers:
+            raise ValueError(f"layer_sliding_window has {len(self.layer_sliding_window)} entries for "
+                             f"{self.num_layers} layers")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
 

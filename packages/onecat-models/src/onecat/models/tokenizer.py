@@ -150,7 +150,8 @@ class Tokenizer:
         special += [AddedToken(t, special=True, normalized=False) for t in (bos, eos, unk, pad) if t is not None]
         backend.add_special_tokens(special)
         backend.add_tokens([AddedToken(t, special=False, normalized=False)
-                            for t, ty in zip(tokens, types) if ty == TOKEN_USER_DEFINED and t])
+                            for t, ty in zip(tokens, types) if ty == TOKEN_USER_DEFINED and t
+                            and not (model == "llama" and arch.startswith("gemma") and not t.strip(" "))])
         add_bos = bool(metadata.get("tokenizer.ggml.add_bos_token", add_bos_default))
         add_eos = bool(metadata.get("tokenizer.ggml.add_eos_token", False))
         _set_bos_eos_post_processor(backend, bos if add_bos else None, eos if add_eos else None)
@@ -330,7 +331,8 @@ def _sentencepiece_backend(metadata: dict, tokens: list[str], types: list[int], 
             scores = [-float(i) for i in range(len(tokens))]
         if len(scores) != len(tokens):
             raise ValueError(f"{source}: tokenizer.ggml.scores has {len(scores)} entries for {len(tokens)} tokens")
-        merges = merges_from_scores(tokens, scores, [ty in (TOKEN_NORMAL, 0) for ty in types])
+        merges = merges_from_scores(tokens, scores, [ty in (TOKEN_NORMAL, 0) or (gemma and not t.strip("▁"))
+                                                     for t, ty in zip(tokens, types)])
     backend = tokenizers.Tokenizer(BPE(vocab=vocab, merges=merges, unk_token=unk, fuse_unk=True, byte_fallback=True))
     # Spaces become "▁" in a normalizer (no pre-tokenizer split), and with add_space_prefix each run of
     # text (the whole text, and the text after each special token) gets one "▁" in front, as SentencePiece

@@ -17,7 +17,7 @@ def make(num_blocks=64, block_size=4, budget=8, max_seqs=8, chunked=True):
 
 def run_step(s: Scheduler, token=7):
     out = s.schedule()
-    sampled = {x.request.request_id: (token, None) for x in out.scheduled if x.sample}
+    sampled = {x.request.request_id: [(token, None)] for x in out.scheduled if x.sample}
     s.update_from_output(out, sampled)
     return out
 

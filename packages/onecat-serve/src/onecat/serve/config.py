@@ -31,10 +31,19 @@ class SchedulerConfig:
 
 
 @dataclass
+class SpecConfig:
+    method: str = "none"  # none | ngram
+    num_speculative_tokens: int = 5  # drafts per step at most (verify steps feed k + 1 tokens)
+    ngram_min: int = 2
+    ngram_max: int = 4
+
+
+@dataclass
 class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    spec: SpecConfig = field(default_factory=SpecConfig)
     seed: int = 0
 
 

@@ -26,9 +26,11 @@ class IncrementalDetokenizer:
         self.read_offset = len(self.ids)
         self.text = ""
         self.stop_matched: str | None = None
+        self.num_added = 0  # output tokens seen
 
     def add(self, token_id: int) -> str | None:
         """Append one token; returns the stop string if the text now contains one."""
+        self.num_added += 1
         self.ids.append(token_id)
         prefix = self.tokenizer.decode(self.ids[self.prefix_offset:self.read_offset], skip_special_tokens=self.skip_special)
         full = self.tokenizer.decode(self.ids[self.prefix_offset:], skip_special_tokens=self.skip_special)

@@ -10,7 +10,9 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from .config import EngineConfig
+from onecat.spec import NgramProposer
+
+from .config import EngineConfig, SpecConfig
 from .detokenizer import IncrementalDetokenizer
 from .kv_cache_manager import KVCacheManager
 from .model_runner import ModelRunner
@@ -42,6 +44,7 @@ class LLMEngine:
         self.seq_group: dict[str, str] = {}  # sequence id -> request id
         self.eos_token_ids = frozenset(self.tokenizer.eos_token_ids)
         self.model_name = self.config.model.served_model_name or _model_name(self.runner.loaded)
+        self.proposer = make_proposer(self.config.spec)
 
     # -- requests -----------------------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int]) -> list[int]:
@@ -108,6 +111,8 @@ class LLMEngine:
 
     # -- the step -----------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self.proposer is not None:
+            self._propose()
         sched = self.scheduler.schedule()
         if sched.is_empty:
             if self.groups and not self.scheduler.has_unfinished():
@@ -121,6 +126,13 @@ class LLMEngine:
         updated = self.scheduler.update_from_output(sched, sampled)
         return self._postprocess(updated)
 
+    def _propose(self) -> None:
+        k = self.config.spec.num_speculative_tokens
+        for req in self.scheduler.running:
+            if req.num_computed_tokens == req.num_tokens - 1 and not req.spec_token_ids:
+                prop = self.proposer.propose(req.request_id, req.all_token_ids, k)
+                req.spec_token_ids, req.spec_probs = prop.token_ids, prop.probs
+
     def _postprocess(self, updated: list[Request]) -> list[RequestOutput]:
         touched: dict[str, _Group] = {}
         for req in updated:
@@ -130,12 +142,21 @@ class LLMEngine:
                 continue
             i = group.seqs.index(req)
             detok = group.detoks[i]
-            stop = detok.add(req.output_token_ids[-1])
-            if stop is not None:
-                self.scheduler.finish(req.request_id, RequestStatus.FINISHED_STOPPED, stop)
+            if self.proposer is not None and req.last_spec is not None:
+                self.proposer.observe(req.request_id, *req.last_spec)
+                req.last_spec = None
+            for token in req.output_token_ids[detok.num_added:]:
+                stop = detok.add(token)
+                if stop is not None:
+                    self.scheduler.finish(req.request_id, RequestStatus.FINISHED_STOPPED, stop)
+                    del req.output_token_ids[detok.num_added:]  # tokens past the stop string
+                    del req.output_logprobs[detok.num_added:]
+                    break
             if req.status.finished:
                 detok.flush()
                 self.runner.release(req.request_id)
+                if self.proposer is not None:
+                    self.proposer.release(req.request_id)
             touched[gid] = group
         outs = []
         for gid, group in touched.items():
@@ -176,7 +197,17 @@ class LLMEngine:
             "kv_cache_usage": self.kv.usage, "num_free_blocks": self.kv.num_free_blocks,
             "num_total_blocks": self.kv.num_blocks, "prefix_cache_queries": self.kv.prefix_queries,
             "prefix_cache_hits": self.kv.prefix_hits, "num_preemptions": self.scheduler.num_preemptions,
+            "spec_drafts_proposed": self.scheduler.spec_proposed, "spec_drafts_accepted": self.scheduler.spec_accepted,
+            "spec_accepted_per_position": dict(sorted(self.scheduler.spec_accepted_at.items())),
         }
+
+
+def make_proposer(spec: SpecConfig):
+    if spec.method == "none":
+        return None
+    if spec.method == "ngram":
+        return NgramProposer(spec.num_speculative_tokens, spec.ngram_min, spec.ngram_max)
+    raise ValueError(f"spec.method must be one of none, ngram; got {spec.method!r}")
 
 
 def _model_name(loaded) -> str:

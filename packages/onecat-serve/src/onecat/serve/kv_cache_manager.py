@@ -146,10 +146,12 @@ class KVCacheManager:
         blocks.extend(computed_blocks)
         blocks.extend(self.pool.allocate() for _ in range(max(need, 0)))
         if self.enable_prefix_caching:
-            # Every token scheduled now is known and is written this step: register full blocks.
-            hashes = self._hashes(req, total)
+            # Every confirmed token scheduled now is written this step: register its full blocks.
+            # Drafted tokens are not confirmed (they may be rejected) and are never registered.
+            confirmed = min(total, req.num_tokens)
+            hashes = self._hashes(req, confirmed)
             bs = self.block_size
-            for i in range(total // bs):
+            for i in range(confirmed // bs):
                 if blocks[i].block_hash is None:
                     self.pool.cache(blocks[i], hashes[i], tuple(req.all_token_ids[i * bs:(i + 1) * bs]))
         return True

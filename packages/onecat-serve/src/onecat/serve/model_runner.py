@@ -7,6 +7,7 @@ compute logits, sample.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import torch
@@ -15,7 +16,7 @@ from onecat.kernels import AttentionMetadata, registry
 from onecat.models.loader import LoadedModel, load_model
 
 from .config import CacheConfig, EngineConfig
-from .sampler import SampleRow, sample
+from .sampler import SampleRow, sample, sample_with_drafts
 from .scheduler import SchedulerOutput
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,10 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {name!r}")
     return DTYPES[name]
+
+
+def _lp(t):
+    return t if t.logprob is not None else None
 
 
 class ModelRunner:
@@ -106,20 +111,24 @@ class ModelRunner:
             max_query_len=max(b - a for a, b in zip(qsl, qsl[1:])), max_seq_len=max(seq_lens))
 
     @torch.inference_mode()
-    def execute(self, out: SchedulerOutput) -> dict[str, tuple[int, object]]:
-        ids, positions, slots, qsl, seq_lens, tables, last_rows = [], [], [], [0], [], [], []
+    def execute(self, out: SchedulerOutput) -> dict[str, list[tuple[int, object]]]:
+        """Run one step. Returns, per sampling request, the tokens it emits: one, or with drafts
+        the accepted drafts and the token after them, each with its logprobs (or None)."""
+        ids, positions, slots, qsl, seq_lens, tables = [], [], [], [0], [], []
+        logit_rows: list[range] = []
         bs = self.block_size
         for s in out.scheduled:
-            n = len(s.token_ids)
-            ids += s.token_ids
+            fed = s.token_ids + s.draft_token_ids
+            n = len(fed)
+            ids += fed
             pos = range(s.start_pos, s.start_pos + n)
             positions += pos
             slots += [s.block_ids[p // bs] * bs + p % bs for p in pos]
             qsl.append(qsl[-1] + n)
             seq_lens.append(s.start_pos + n)
             tables.append(s.block_ids)
-            if s.sample:
-                last_rows.append(qsl[-1] - 1)
+            if s.sample:  # logits at the last confirmed token and at every draft
+                logit_rows.append(range(qsl[-1] - 1 - len(s.draft_token_ids), qsl[-1]))
         md = self._metadata(qsl, seq_lens, tables, slots)
         hidden = self.model.forward(torch.tensor(ids, dtype=torch.long, device=self.device),
                                     torch.tensor(positions, dtype=torch.long, device=self.device),
@@ -127,11 +136,25 @@ class ModelRunner:
         sampling = [s for s in out.scheduled if s.sample]
         if not sampling:
             return {}
-        logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=self.device)])
-        rows = [self._sample_row(s.request) for s in sampling]
-        tokens = sample(logits, rows)
-        return {s.request.request_id: (t.token_id, t if t.logprob is not None else None)
-                for s, t in zip(sampling, tokens)}
+        flat = [r for rows in logit_rows for r in rows]
+        logits = self.model.compute_logits(hidden[torch.tensor(flat, device=self.device)])
+        result: dict[str, list[tuple[int, object]]] = {}
+        starts = list(itertools.accumulate((len(r) for r in logit_rows), initial=0))  # row of each request
+        plain = [i for i, s in enumerate(sampling) if not s.draft_token_ids]
+        if plain:
+            toks = sample(logits[torch.tensor([starts[i] for i in plain], device=self.device)],
+                          [self._sample_row(sampling[i].request) for i in plain])
+            for i, t in zip(plain, toks):
+                result[sampling[i].request.request_id] = [(t.token_id, _lp(t))]
+        for i, s in enumerate(sampling):
+            k = len(s.draft_token_ids)
+            if k:
+                req = s.request
+                probs = req.spec_probs[:k] if req.spec_probs is not None else None
+                rows = logits[starts[i]:starts[i] + k + 1]
+                toks = sample_with_drafts(rows, self._sample_row(req), s.draft_token_ids, probs)
+                result[req.request_id] = [(t.token_id, _lp(t)) for t in toks]
+        return result
 
     def _sample_row(self, req) -> SampleRow:
         p = req.params

@@ -39,6 +39,9 @@ class Request:
         self.arrival_time = arrival_time if arrival_time is not None else time.monotonic()
         self.first_token_time: float | None = None
         self.num_preemptions = 0
+        self.spec_token_ids: list[int] = []  # drafts proposed for the next step
+        self.spec_probs = None  # their draft distribution [k, V], None for deterministic drafters
+        self.last_spec: tuple[int, int] | None = None  # (drafts verified, accepted) in the last step
 
     @property
     def num_tokens(self) -> int:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from onecat.spec.verifier import verify_greedy, verify_sampled
+
 from .sampling_params import SamplingParams
 
 
@@ -63,25 +65,46 @@ def truncate(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
     return logits
 
 
+def _with_logprobs(tok: SampledToken, raw: torch.Tensor, p: SamplingParams) -> SampledToken:
+    if p.logprobs is not None:
+        lp = torch.log_softmax(raw, dim=-1)
+        tok.logprob = float(lp[tok.token_id])
+        if p.logprobs > 0:
+            v, ix = torch.topk(lp, p.logprobs)
+            tok.top = list(zip(ix.tolist(), v.tolist()))
+    return tok
+
+
+def processed_probs(raw: torch.Tensor, row: SampleRow) -> torch.Tensor:
+    """The distribution a sampled request draws from: penalties, temperature, truncation."""
+    x = truncate(apply_penalties(raw.clone(), row) / row.params.temperature, row.params)
+    return torch.softmax(x, dim=-1)
+
+
+def sample_with_drafts(logits: torch.Tensor, row: SampleRow, draft: list[int],
+                       draft_probs: torch.Tensor | None = None) -> list[SampledToken]:
+    """logits [k+1, V] at the request's last confirmed token and its k drafted tokens.
+    Returns the accepted drafts and one more token, exactly as if sampled one at a time:
+    row i is processed with the drafts before it counted as output (penalties, min_tokens)."""
+    rows = [SampleRow(row.params, row.prompt_token_ids, row.output_token_ids + draft[:i], row.generator,
+                      row.stop_ids_until_min) for i in range(len(draft) + 1)]
+    if row.params.greedy:
+        processed = torch.stack([apply_penalties(logits[i].clone(), r) for i, r in enumerate(rows)])
+        ids = verify_greedy(processed, draft)
+    else:
+        probs = torch.stack([processed_probs(logits[i], r) for i, r in enumerate(rows)])
+        ids = verify_sampled(probs, draft, draft_probs, row.generator)
+    return [_with_logprobs(SampledToken(t), logits[i], row.params) for i, t in enumerate(ids)]
+
+
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
     """logits [B, V] float32, one row per request that samples this step."""
     results = []
     for i, row in enumerate(rows):
-        p = row.params
         raw = logits[i]
-        x = apply_penalties(raw.clone(), row)
-        if p.greedy:
-            token = int(torch.argmax(x))
+        if row.params.greedy:
+            token = int(torch.argmax(apply_penalties(raw.clone(), row)))
         else:
-            x = truncate(x / p.temperature, p)
-            probs = torch.softmax(x, dim=-1)
-            token = int(torch.multinomial(probs, 1, generator=row.generator))
-        tok = SampledToken(token)
-        if p.logprobs is not None:
-            lp = torch.log_softmax(raw, dim=-1)
-            tok.logprob = float(lp[token])
-            if p.logprobs > 0:
-                v, ix = torch.topk(lp, p.logprobs)
-                tok.top = list(zip(ix.tolist(), v.tolist()))
-        results.append(tok)
+            token = int(torch.multinomial(processed_probs(raw, row), 1, generator=row.generator))
+        results.append(_with_logprobs(SampledToken(token), raw, row.params))
     return results

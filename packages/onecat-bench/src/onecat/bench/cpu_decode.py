@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .contract import Contract, append_jsonl, summary
+from .contract import Machine, ModelInfo, Record, Runtime, Sampling, Workload, append_jsonl, metric
 
 PROMPT = "Explain in detail how a transformer language model generates text, step by step:"
 
@@ -77,21 +77,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gen", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="benchmarks/results/cpu_smollm2.jsonl")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     a = ap.parse_args(argv)
     path = a.model or default_model_path()
-    common = dict(model=os.path.basename(path), weights="GGUF Q4_1 (embd Q8_0), dequantized to float32 at load",
-                  batch=1, context=f"prompt {PROMPT!r}, generate {a.gen}", kv_dtype="float32",
-                  graph_mode="eager", sampling="greedy")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    machine = Machine.current()
+    model = ModelInfo(name=os.path.basename(path), source=path,
+                      weight_format="GGUF Q4_1 (embd Q8_0), dequantized to float32 at load", compute_dtype="float32")
+    workload = Workload(kind="decode", dataset=f"one prompt: {PROMPT!r}", output_len=a.gen, batch=1,
+                        concurrency=1, repeats=a.repeats)
+    runtime = Runtime(device="cpu", kv_dtype="float32", graph_mode="eager", prefix_cache="n/a (timed generate calls)")
+    sampling = Sampling(temperature=0.0, ignore_eos=True, max_tokens=a.gen)
     records = []
     for engine, fn in [("onecat (torch reference route)", _onecat), ("hf-transformers", _hf)]:
         loads, rates = fn(path, a.gen, a.repeats)
-        records.append(Contract(engine=engine, metric="load_time", unit="s", result=summary(loads), **common))
-        records.append(Contract(engine=engine, metric="decode", unit="tok/s", result=summary(rates), **common))
+        records.append(Record(engine=engine, metrics={"load_time": metric(loads, "s"), "decode_tok_s": metric(rates, "tok/s")},
+                              model=model, workload=workload, runtime=runtime, sampling=sampling, machine=machine,
+                              notes="decode tok/s = (N - 1) / (t(generate N) - t(generate 1)): prefill excluded"))
     append_jsonl(a.out, records)
-    print(f"{'engine':32} {'metric':10} {'median':>8} {'min':>8} {'max':>8} unit")
+    print(f"{'engine':32} {'metric':14} {'median':>8} {'min':>8} {'max':>8} unit")
     for r in records:
-        s = r.result
-        print(f"{r.engine:32} {r.metric:10} {s['median']:8.2f} {s['min']:8.2f} {s['max']:8.2f} {r.unit}")
+        for name, s in r.metrics.items():
+            print(f"{r.engine:32} {name:14} {s.median:8.2f} {s.min:8.2f} {s.max:8.2f} {s.unit}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,191 @@
+"""The decode workload that tools/ncu/ncu_profile.py runs under Nsight Compute.
+
+Builds the engine's runner (the real GGUF with --model, or a standard shape with generated
+weights in a real format: --shape llama3-8b --weights q4_0), runs `batch` requests with
+`context`-token prompts through prefill and a few warm-up decode steps, then:
+
+1. times `--timed` decode steps with CUDA events, not profiled (the step's device time, which the
+   report sets against the sum of its kernels' ncu durations: the gaps), written to --steps-json;
+2. starts the CUDA profiler (`ncu --profile-from-start off` captures only what follows) and runs
+   `--profiled` decode steps inside NVTX ranges: `onecat.step.decode.<i>` around each step and
+   `onecat.op.<op>.<provider>` around every op dispatch, the provider being the one the kernel
+   registry admitted; then stops the profiler.
+
+    python tools/ncu/target.py --shape llama3-8b --weights q4_0 --batch 1 --context 512
+
+Runs without ncu too (then it only prints the timed steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+SHAPES = {  # shared/models.md (llama-architecture ones: the model class here is Llama)
+    "smollm2-135m": dict(num_layers=30, hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3,
+                         head_dim=64, vocab_size=49152, rope_theta=100000.0, tie_word_embeddings=True),
+    "llama3-8b": dict(num_layers=32, hidden_size=4096, intermediate_size=14336, num_heads=32, num_kv_heads=8,
+                      head_dim=128, vocab_size=128256, rope_theta=500000.0),
+}
+
+
+def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
+    """A Llama of a standard shape with generated weights: dense, or GGUF blocks (valid, finite scales)."""
+    from onecat.kernels.weights import GGUFWeight
+    from onecat.models.llama import LlamaForCausalLM
+    from onecat.models.loader import LoadedModel
+    from onecat.models.spec import ModelSpec
+
+    spec = ModelSpec(architecture="llama", name=f"{shape} (generated weights)", max_position=8192,
+                     rope_interleaved=True, **SHAPES[shape])
+    model = LlamaForCausalLM(spec, dtype, torch.device(device))
+    g = torch.Generator(device=device).manual_seed(0)
+
+    def fill(t: torch.Tensor, std: float, mean: float = 0.0) -> None:
+        t.copy_(torch.randn(t.shape, generator=g, device=device, dtype=torch.float32) * std + mean)
+
+    fill(model.embed, 1.0)
+    fill(model.norm, 0.0, 1.0)
+    if not spec.tie_word_embeddings:
+        fill(model.lm_head, 0.02)
+    for layer in model.layers:
+        fill(layer.input_norm, 0.0, 1.0)
+        fill(layer.post_attn_norm, 0.0, 1.0)
+        for name in ("qkv", "o_proj", "gate_up", "down"):
+            w = getattr(layer, name)
+            if weights == "fp16":
+                fill(w, 0.02)
+            else:
+                setattr(layer, name, GGUFWeight.random(w.shape[0], w.shape[1], weights, device=device))
+    if weights != "fp16" and not spec.tie_word_embeddings:
+        model.lm_head = GGUFWeight.random(spec.vocab_size, spec.hidden_size, weights, device=device)
+    return LoadedModel(spec, model, None, "generated", weights)
+
+
+def nvtx_ops(enabled: bool) -> None:
+    """Wrap every op dispatch in an NVTX range named after the op and its admitted provider."""
+    from onecat.kernels import ops, registry
+
+    original = ops._dispatch
+
+    def dispatch(op: str, *args):
+        provider = registry.select(ops.problem(op, *args)).provider
+        torch.cuda.nvtx.range_push(f"onecat.op.{op}.{provider.name}")
+        try:
+            return provider.fn(*args)
+        finally:
+            torch.cuda.nvtx.range_pop()
+
+    if enabled:
+        ops._dispatch = dispatch
+    else:
+        ops._dispatch = original
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=None, help="a GGUF file (default: generated weights of --shape)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
+    ap.add_argument("--weights", choices=["fp16", "q4_0", "q8_0"], default="q4_0")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--timed", type=int, default=20)
+    ap.add_argument("--profiled", type=int, default=2)
+    ap.add_argument("--steps-json", default=None, help="write the timed steps and the route here")
+    ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
+    ap.add_argument("--dtype", default="float16")
+    a = ap.parse_args(argv)
+    cuda = a.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 2
+    dtype = {"float16": torch.float16, "float32": torch.float32, "bfloat16": torch.bfloat16}[a.dtype]
+    from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
+    from onecat.serve.kv_cache_manager import KVCacheManager
+    from onecat.serve.model_runner import ModelRunner
+    from onecat.serve.request import Request
+    from onecat.serve.sampling_params import SamplingParams
+    from onecat.serve.scheduler import Scheduler
+
+    total = a.warmup + a.timed + a.profiled + 2
+    blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
+    cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
+                       cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False),
+                       scheduler=SchedulerConfig(max_num_seqs=max(a.batch, 1),
+                                                 max_num_batched_tokens=max(2048, a.batch * a.context)))
+    loaded = None if a.model else build_generated(a.shape, a.weights, a.device, dtype)
+    runner = ModelRunner(cfg, loaded=loaded, progress=False)
+    kv = KVCacheManager(runner.num_blocks, runner.block_size, False)
+    sched = Scheduler(cfg.scheduler, kv, runner.max_model_len)
+    g = torch.Generator().manual_seed(0)
+    params = SamplingParams(temperature=0, max_tokens=total, ignore_eos=True)
+    for i in range(a.batch):
+        prompt = torch.randint(0, runner.spec.vocab_size, (a.context,), generator=g).tolist()
+        sched.add(Request(str(i), prompt, params, total))
+
+    def step() -> bool:
+        out = sched.schedule()
+        sampled = runner.execute(out)
+        sched.update_from_output(out, sampled)
+        return all(len(s.token_ids) == 1 for s in out.scheduled)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    while not step():  # prefill (possibly chunked)
+        pass
+    for _ in range(a.warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(a.timed):
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            step()
+            e1.record()
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3)
+        else:
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1e6)
+    med = statistics.median(times)
+    print(f"decode step, batch {a.batch}, context {a.context}: median {med:.1f} us "
+          f"(min {min(times):.1f}, max {max(times):.1f}) over {len(times)} steps, "
+          f"{'CUDA events' if cuda else 'host clock'}, not profiled")
+    route = {r["problem"]: r["provider"] for r in runner.route_report()}
+    if a.steps_json:
+        with open(a.steps_json, "w") as f:
+            json.dump({"step_us": times, "median_step_us": med, "batch": a.batch, "context": a.context,
+                       "model": a.model or f"{a.shape} generated {a.weights}", "route": route,
+                       "device": torch.cuda.get_device_name(0) if cuda else "cpu"}, f, indent=1)
+    if not cuda:
+        for _ in range(a.profiled):
+            step()
+        return 0
+    nvtx_ops(True)
+    torch.cuda.synchronize()
+    with contextlib.suppress(Exception):
+        torch.cuda.cudart().cudaProfilerStart()
+    for i in range(a.profiled):
+        torch.cuda.nvtx.range_push(f"onecat.step.decode.{i}")
+        step()
+        torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    with contextlib.suppress(Exception):
+        torch.cuda.cudart().cudaProfilerStop()
+    nvtx_ops(False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -110,6 +110,12 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         card = ModelCard(id=llm.model_name, max_model_len=llm.max_model_len)
         return JSONResponse(ModelList(data=[card]).model_dump())
 
+    @app.get("/v1/onecat/acceleration", dependencies=auth)
+    async def acceleration() -> JSONResponse:  # the route's admission table and the kernels each layer used
+        from .admission import acceleration_report
+
+        return JSONResponse(acceleration_report(llm))
+
     @app.get("/metrics", dependencies=auth)
     async def metrics_route() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)

@@ -29,6 +29,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
+from .weight_map import HFNamedWeights
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -48,7 +49,6 @@ GGUF_TO_HF = {
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
-LAYER_WEIGHTS = sorted({v for k, v in GGUF_TO_HF.items() if not k.startswith(("token_embd", "output"))})
 SWA_PATTERN = 6  # every 6th layer is global (HF's default `sliding_window_pattern`, llama.cpp's swa pattern)
 LOCAL_ROPE_THETA = 10000.0  # llama.cpp hard-codes it for gemma3's sliding layers; HF's rope_local_base_freq
 
@@ -70,8 +70,10 @@ class Gemma3Layer:
         self.down = empty(H, I)
 
 
-class Gemma3ForCausalLM:
+class Gemma3ForCausalLM(HFNamedWeights):
     """forward(input_ids, positions, kv_caches, metadata) -> hidden states; compute_logits(h)."""
+
+    GGUF_TO_HF = GGUF_TO_HF
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
         self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
@@ -161,71 +163,32 @@ class Gemma3ForCausalLM:
             norm_weight_offset=1.0,  # HF stores w; the norm scales by (1 + w)
         )
 
-    @staticmethod
-    def hf_name_for_gguf(name: str) -> str | None:
-        if name.startswith("blk."):
-            _, idx, rest = name.split(".", 2)
-            hf = GGUF_TO_HF.get(rest)
-            return None if hf is None else f"model.layers.{idx}.{hf}"
-        return GGUF_TO_HF.get(name)
+    def _top_level(self) -> dict:
+        return {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm,
+                "lm_head.weight": None if self.spec.tie_word_embeddings else self.lm_head}
 
-    def expected_weights(self) -> set[str]:
-        names = {"model.embed_tokens.weight", "model.norm.weight"}
-        if not self.spec.tie_word_embeddings:
-            names.add("lm_head.weight")
-        for i in range(self.spec.num_layers):
-            names.update(f"model.layers.{i}.{n}" for n in LAYER_WEIGHTS)
-        return names
+    def _layer_slices(self, layer) -> dict:
+        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+        return {
+            "input_layernorm.weight": (layer.input_norm, None),
+            "post_attention_layernorm.weight": (layer.post_attn_norm, None),
+            "pre_feedforward_layernorm.weight": (layer.pre_ff_norm, None),
+            "post_feedforward_layernorm.weight": (layer.post_ff_norm, None),
+            "self_attn.q_norm.weight": (layer.q_norm, None),
+            "self_attn.k_norm.weight": (layer.k_norm, None),
+            "self_attn.q_proj.weight": (layer.qkv, (0, q)),
+            "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
+            "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
+            "self_attn.o_proj.weight": (layer.o_proj, None),
+            "mlp.gate_proj.weight": (layer.gate_up, (0, I)),
+            "mlp.up_proj.weight": (layer.gate_up, (I, 2 * I)),
+            "mlp.down_proj.weight": (layer.down, None),
+        }
 
-    def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
-        """Copy one checkpoint tensor (HF name) into place; False if the name is not ours."""
-        s = self.spec
-        if name == "model.embed_tokens.weight":
-            dst = self.embed
-        elif name == "model.norm.weight":
-            dst = self.norm
-        elif name == "lm_head.weight":
-            if s.tie_word_embeddings:
-                return True
-            dst = self.lm_head
-        elif name.startswith("model.layers."):
-            _, _, idx, rest = name.split(".", 3)
-            if not idx.isdigit() or int(idx) >= s.num_layers:
-                return False
-            layer = self.layers[int(idx)]
-            q, kv, I = s.q_size, s.kv_size, s.intermediate_size
-            slices = {
-                "input_layernorm.weight": (layer.input_norm, None),
-                "post_attention_layernorm.weight": (layer.post_attn_norm, None),
-                "pre_feedforward_layernorm.weight": (layer.pre_ff_norm, None),
-                "post_feedforward_layernorm.weight": (layer.post_ff_norm, None),
-                "self_attn.q_norm.weight": (layer.q_norm, None),
-                "self_attn.k_norm.weight": (layer.k_norm, None),
-                "self_attn.q_proj.weight": (layer.qkv, (0, q)),
-                "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
-                "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
-                "self_attn.o_proj.weight": (layer.o_proj, None),
-                "mlp.gate_proj.weight": (layer.gate_up, (0, I)),
-                "mlp.up_proj.weight": (layer.gate_up, (I, 2 * I)),
-                "mlp.down_proj.weight": (layer.down, None),
-            }
-            if rest not in slices:
-                return False
-            dst, rows = slices[rest]
-            if rows is not None:
-                dst = dst[rows[0]:rows[1]]
-        else:
-            return False
-        if tuple(dst.shape) != tuple(tensor.shape):
-            raise CheckpointError(f"tensor {name!r}: shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}")
-        if name.endswith("norm.weight") and s.norm_weight_offset:
-            tensor = tensor.float() + s.norm_weight_offset
-        dst.copy_(tensor)
-        self._loaded.add(name)
-        return True
-
-    def missing_weights(self) -> set[str]:
-        return self.expected_weights() - self._loaded
+    def _prepare(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        if name.endswith("norm.weight") and self.spec.norm_weight_offset:
+            return tensor.float() + self.spec.norm_weight_offset
+        return tensor
 
     # -- math ---------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,

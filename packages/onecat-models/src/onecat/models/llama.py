@@ -14,6 +14,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
+from .weight_map import HFNamedWeights
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -44,8 +45,10 @@ class LlamaLayer:
         self.down = empty(H, I)
 
 
-class LlamaForCausalLM:
+class LlamaForCausalLM(HFNamedWeights):
     """forward(input_ids, positions, kv_caches, metadata) -> hidden states; compute_logits(h)."""
+
+    GGUF_TO_HF = GGUF_TO_HF
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
         self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
@@ -101,71 +104,26 @@ class LlamaForCausalLM:
             sliding_window=cfg.get("sliding_window"),
         )
 
-    @staticmethod
-    def hf_name_for_gguf(name: str) -> str | None:
-        if name.startswith("blk."):
-            _, idx, rest = name.split(".", 2)
-            hf = GGUF_TO_HF.get(rest)
-            return None if hf is None else f"model.layers.{idx}.{hf}"
-        return GGUF_TO_HF.get(name)
+    def _top_level(self) -> dict:
+        return {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm,
+                "lm_head.weight": None if self.spec.tie_word_embeddings else self.lm_head}
 
-    def expected_weights(self) -> set[str]:
-        names = {"model.embed_tokens.weight", "model.norm.weight"}
-        if not self.spec.tie_word_embeddings:
-            names.add("lm_head.weight")
-        per_layer = ["input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
-                     "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                     "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"]
-        if self.spec.attention_bias:
-            per_layer += ["self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"]
-        for i in range(self.spec.num_layers):
-            names.update(f"model.layers.{i}.{n}" for n in per_layer)
-        return names
-
-    def load_weight(self, name: str, tensor: torch.Tensor) -> bool:
-        """Copy one checkpoint tensor (HF name) into place; False if the name is not ours."""
-        s = self.spec
-        if name == "model.embed_tokens.weight":
-            dst = self.embed
-        elif name == "model.norm.weight":
-            dst = self.norm
-        elif name == "lm_head.weight":
-            if s.tie_word_embeddings:
-                return True
-            dst = self.lm_head
-        elif name.startswith("model.layers."):
-            _, _, idx, rest = name.split(".", 3)
-            layer = self.layers[int(idx)]
-            q, kv = s.q_size, s.kv_size
-            slices = {
-                "input_layernorm.weight": (layer.input_norm, None),
-                "post_attention_layernorm.weight": (layer.post_attn_norm, None),
-                "self_attn.q_proj.weight": (layer.qkv, (0, q)),
-                "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
-                "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
-                "self_attn.q_proj.bias": (layer.qkv_bias, (0, q)),
-                "self_attn.k_proj.bias": (layer.qkv_bias, (q, q + kv)),
-                "self_attn.v_proj.bias": (layer.qkv_bias, (q + kv, q + 2 * kv)),
-                "self_attn.o_proj.weight": (layer.o_proj, None),
-                "mlp.gate_proj.weight": (layer.gate_up, (0, s.intermediate_size)),
-                "mlp.up_proj.weight": (layer.gate_up, (s.intermediate_size, 2 * s.intermediate_size)),
-                "mlp.down_proj.weight": (layer.down, None),
-            }
-            if rest not in slices or slices[rest][0] is None:
-                return False
-            dst, rows = slices[rest]
-            if rows is not None:
-                dst = dst[rows[0]:rows[1]]
-        else:
-            return False
-        if tuple(dst.shape) != tuple(tensor.shape):
-            raise CheckpointError(f"tensor {name!r}: shape {tuple(tensor.shape)} != expected {tuple(dst.shape)}")
-        dst.copy_(tensor)
-        self._loaded.add(name)
-        return True
-
-    def missing_weights(self) -> set[str]:
-        return self.expected_weights() - self._loaded
+    def _layer_slices(self, layer: LlamaLayer) -> dict:
+        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+        return {
+            "input_layernorm.weight": (layer.input_norm, None),
+            "post_attention_layernorm.weight": (layer.post_attn_norm, None),
+            "self_attn.q_proj.weight": (layer.qkv, (0, q)),
+            "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
+            "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
+            "self_attn.q_proj.bias": (layer.qkv_bias, (0, q)),
+            "self_attn.k_proj.bias": (layer.qkv_bias, (q, q + kv)),
+            "self_attn.v_proj.bias": (layer.qkv_bias, (q + kv, q + 2 * kv)),
+            "self_attn.o_proj.weight": (layer.o_proj, None),
+            "mlp.gate_proj.weight": (layer.gate_up, (0, I)),
+            "mlp.up_proj.weight": (layer.gate_up, (I, 2 * I)),
+            "mlp.down_proj.weight": (layer.down, None),
+        }
 
     # -- math ---------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,

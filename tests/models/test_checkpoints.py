@@ -101,3 +101,38 @@ def test_corrupt_safetensors_header_is_named(hf_dir, tmp_path):
         f.write(b"\xff" * 16)
     with pytest.raises(CheckpointError, match=shard):
         load_model(str(d), progress=False)
+
+
+def _tiny_gguf(path, type_id: int, dims: list[int], n_data: int) -> None:
+    """A hand-built GGUF v3: one metadata key and one tensor."""
+    import struct
+
+    def s(x: str) -> bytes:
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, 1, 1)
+    out += s("general.architecture") + struct.pack("<I", 8) + s("llama")
+    out += s("w") + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+    out += struct.pack("<IQ", type_id, 0)
+    out += b"\0" * (-len(out) % 32) + b"\0" * n_data
+    path.write_bytes(out)
+
+
+def test_unknown_type_row_length_and_truncation_are_named(tmp_path):
+    f = tmp_path / "unknown.gguf"
+    _tiny_gguf(f, 250, [32, 2], 64)
+    with pytest.raises(CheckpointError, match=r"unknown.gguf: tensor 'w' has unknown GGML type 250"):
+        GGUFFile(f)
+    f = tmp_path / "rows.gguf"
+    _tiny_gguf(f, 2, [33, 2], 64)  # Q4_0 blocks hold 32 weights
+    with pytest.raises(CheckpointError, match=r"rows.gguf: tensor 'w': row length 33 is not a multiple"):
+        GGUFFile(f)
+    f = tmp_path / "short.gguf"
+    _tiny_gguf(f, 2, [64, 2], 40)  # 4 Q4_0 blocks need 72 bytes
+    with pytest.raises(CheckpointError, match=r"short.gguf: tensor 'w' is truncated \(40 of 72 bytes"):
+        GGUFFile(f)
+    f = tmp_path / "ok.gguf"
+    _tiny_gguf(f, 0, [4, 2], 32)  # F32
+    g = GGUFFile(f)
+    assert g.tensors["w"].shape == (2, 4) and g.dequantize("w").shape == (2, 4) and g.architecture == "llama"

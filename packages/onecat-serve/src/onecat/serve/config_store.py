@@ -249,7 +249,7 @@ class Route:
     formats: dict[str, str]  # weights | more_bits | embedding | lm_head | unquantized -> format
     pins: dict[str, str]
     checkpoint: str | None  # a readable checkpoint file, when there is one
-    gguf: Any  # planner.GGUFHeader of that checkpoint, or None
+    gguf: Any  # onecat.models.gguf_file.GGUFFile of that checkpoint, or None
     max_model_len: int
     unavailable: list[str] = field(default_factory=list)  # why a start is refused (a plan is not)
     assumptions: list[str] = field(default_factory=list)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-import mmap
 import os
-import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from onecat.models.gguf_file import GGUFFile
 
 from .config_store import DTYPE_BYTES, QuantConfig, Route, ShapeConfig
 
@@ -30,135 +30,18 @@ DECODE_PARTITION = 512  # tokens per split-KV decode partition (workspace estima
 GRAPH_OVERHEAD = 2 * MIB  # per captured CUDA graph, beyond the shared memory pool (assumed)
 
 
-# -- a GGUF header, read without the gguf library (which parses every tokenizer string) ---------------
-@dataclass(frozen=True)
-class GGUFTensor:
-    name: str
-    ggml_type: str
-    shape: tuple[int, ...]  # torch order (rows first)
-    n_bytes: int
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+# -- a GGUF checkpoint's header: onecat.models.gguf_file parses it without loading tensors -------------
+GGUFHeader = GGUFFile
 
 
-class _Skipped(list):
-    """A metadata array whose items were not decoded (strings); len() still works."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-
-@dataclass
-class GGUFHeader:
-    """Metadata scalars and the tensor table of a GGUF file (duck-types GGUFFile for spec_from_gguf)."""
-
-    path: str
-    metadata: dict[str, Any]
-    tensors: dict[str, GGUFTensor]
-
-    @property
-    def architecture(self) -> str:
-        return str(self.metadata.get("general.architecture", ""))
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.metadata.get(key, default)
-
-    def require(self, key: str) -> Any:
-        if key not in self.metadata:
-            raise ValueError(f"{self.path}: required metadata key {key!r} is missing")
-        return self.metadata[key]
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(t.n_bytes for t in self.tensors.values())
-
-
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-
-def read_gguf_header(path: str) -> GGUFHeader:
+def read_gguf_header(path: str) -> GGUFFile:
     st = os.stat(path)
-    try:
-        return _read_gguf_header(os.path.realpath(path), st.st_size, st.st_mtime_ns)
-    except (struct.error, IndexError, UnicodeDecodeError, OverflowError) as e:
-        raise ValueError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
+    return _read_gguf_header(os.path.realpath(path), st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_gguf_header(path: str, size: int, mtime_ns: int) -> GGUFHeader:
-    from onecat.quant.ggml import GGML_TYPES
-
-    by_id = {t.type_id: t for t in GGML_TYPES.values()}
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        pos = 0
-
-        def take(fmt: str):
-            nonlocal pos
-            (v,) = struct.unpack_from(fmt, m, pos)
-            pos += struct.calcsize(fmt)
-            return v
-
-        def string() -> str:
-            nonlocal pos
-            n = take("<Q")
-            s = m[pos:pos + n].decode("utf-8", "replace")
-            pos += n
-            return s
-
-        def value(t: int):
-            nonlocal pos
-            if t in _SCALARS:
-                return take(_SCALARS[t])
-            if t == 8:
-                return string()
-            if t == 9:
-                it, n = take("<I"), take("<Q")
-                if it == 8:  # strings: skip, keep the count
-                    for _ in range(n):
-                        pos += 8 + struct.unpack_from("<Q", m, pos)[0]
-                    return _Skipped(n)
-                if it in _SCALARS:
-                    size = struct.calcsize(_SCALARS[it])
-                    if n > 4096:
-                        pos += n * size
-                        return _Skipped(n)
-                    return [take(_SCALARS[it]) for _ in range(n)]
-                return [value(it) for _ in range(n)]
-            raise ValueError(f"{path}: unknown GGUF metadata type {t}")
-
-        if m[:4] != b"GGUF":
-            raise ValueError(f"{path}: not a GGUF file")
-        pos = 4
-        take("<I")
-        n_tensors, n_kv = take("<Q"), take("<Q")
-        meta = {}
-        for _ in range(n_kv):
-            key = string()
-            meta[key] = value(take("<I"))
-        tensors = {}
-        for _ in range(n_tensors):
-            name = string()
-            dims = [take("<Q") for _ in range(take("<I"))]
-            tid = take("<I")
-            take("<Q")
-            t = by_id.get(tid)
-            if t is None:
-                raise ValueError(f"{path}: tensor {name!r} has unknown GGML type {tid}")
-            shape = tuple(reversed(dims))
-            numel = 1
-            for d in dims:
-                numel *= d
-            tensors[name] = GGUFTensor(name, t.name, shape, numel // t.block_size * t.type_size)
-    return GGUFHeader(path, meta, tensors)
+def _read_gguf_header(path: str, size: int, mtime_ns: int) -> GGUFFile:
+    return GGUFFile(path)
 
 
 # -- the model's shape ------------------------------------------------------------------------------

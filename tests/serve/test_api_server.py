@@ -221,7 +221,8 @@ def metric(values: dict[str, float], prefix: str) -> float:
 def test_metrics_move(client, llm, server):
     before = scrape(server.url)
     for name in ("onecat:num_requests_running", "onecat:num_requests_waiting", "onecat:kv_cache_usage_perc",
-                 "onecat:prefix_cache_queries_total", "onecat:num_preemptions_total"):
+                 "onecat:prefix_cache_queries_total", "onecat:num_preemptions_total",
+                 "onecat:spec_decode_num_draft_tokens_total", "onecat:spec_decode_num_accepted_tokens_total"):
         assert any(k.startswith(name) for k in before), name
     chat(client, llm, max_tokens=5, extra_body={"ignore_eos": True})
     after = scrape(server.url)

@@ -47,6 +47,18 @@ def test_greedy_identical_with_ngram_drafts(llm, spec_engine):
     assert st["num_free_blocks"] == st["num_total_blocks"]
 
 
+def test_acceptance_reaches_prometheus(spec_engine):
+    from prometheus_client import generate_latest
+
+    from onecat.serve.metrics import ServerMetrics
+
+    st = spec_engine.stats()
+    text = generate_latest(ServerMetrics(spec_engine.stats, "m").registry).decode()
+    assert f'onecat:spec_decode_num_draft_tokens_total{{model_name="m"}} {float(st["spec_drafts_proposed"])}' in text
+    assert f'onecat:spec_decode_num_accepted_tokens_total{{model_name="m"}} {float(st["spec_drafts_accepted"])}' in text
+    assert 'onecat:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"}' in text
+
+
 def test_prefix_cache_hits_after_speculative_steps(spec_engine):
     params = SamplingParams(temperature=0, max_tokens=24)
     first = run(spec_engine, PROMPTS[:1], params)[0]

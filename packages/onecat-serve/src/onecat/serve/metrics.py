@@ -51,6 +51,14 @@ class EngineStatsCollector(Collector):
         yield gauge("onecat:prefix_cache_hit_rate", "prefix_cache_hits / prefix_cache_queries since start.",
                     hits / queries if queries else 0.0)
         yield counter("onecat:num_preemptions", "Requests preempted for lack of KV blocks.", s["num_preemptions"])
+        proposed, accepted = s.get("spec_drafts_proposed", 0), s.get("spec_drafts_accepted", 0)
+        yield counter("onecat:spec_decode_num_draft_tokens", "Drafted tokens verified by the target.", proposed)
+        yield counter("onecat:spec_decode_num_accepted_tokens", "Drafted tokens accepted.", accepted)
+        per_pos = CounterMetricFamily("onecat:spec_decode_num_accepted_tokens_per_pos",
+                                      "Drafted tokens accepted, by position in the draft.", labels=labels + ["position"])
+        for pos, n in sorted(s.get("spec_accepted_per_position", {}).items()):
+            per_pos.add_metric([self.model_name, str(pos)], n)
+        yield per_pos
 
 
 class ServerMetrics:

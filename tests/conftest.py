@@ -4,6 +4,9 @@ and (where a test compares) by HF transformers."""
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 
 import pytest
 import torch
@@ -48,3 +51,37 @@ def llm():
     from onecat.serve.llm import LLM
 
     return LLM(progress=False)
+
+
+class ServerThread:
+    """uvicorn serving `app` on a free 127.0.0.1 port from a daemon thread (a real server, real sockets)."""
+
+    def __init__(self, app, lifespan: str = "on") -> None:
+        import uvicorn
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=5)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> "ServerThread":
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+@pytest.fixture(scope="session")
+def serve_app():
+    """`with serve_app(app) as srv: srv.url` runs an ASGI app under uvicorn on loopback."""
+    return ServerThread

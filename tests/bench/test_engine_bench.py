@@ -7,9 +7,6 @@ many times faster than two fighting for cores)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 
 import pytest
 import torch
@@ -35,38 +32,14 @@ def corpus(llm):
     return Corpus(llm.tokenizer, max_chars=60_000)
 
 
-class ServerThread:
-    def __init__(self, app) -> None:
-        import uvicorn
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
-def server():
+def server(serve_app):
     from onecat.serve.api_server import build_app
     from onecat.serve.async_llm import AsyncLLM
     from onecat.serve.config import EngineConfig, ServerConfig
 
     llm = AsyncLLM.from_config(EngineConfig(), progress=False)
-    with ServerThread(build_app(llm, ServerConfig(port=0))) as s:
+    with serve_app(build_app(llm, ServerConfig(port=0))) as s:
         yield s
 
 

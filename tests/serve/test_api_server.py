@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import time
 
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from onecat.serve.api_server import build_app
 from onecat.serve.async_llm import AsyncLLM
@@ -23,47 +20,21 @@ KEY = "sekret-key"
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
-class ServerThread:
-    """uvicorn serving `app` on a free 127.0.0.1 port from a daemon thread."""
-
-    def __init__(self, app, lifespan: str = "on") -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=5)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-        self.sock.close()
-
-
 @pytest.fixture(scope="module")
 def llm():
     return AsyncLLM.from_config(EngineConfig(), progress=False)
 
 
 @pytest.fixture(scope="module")
-def server(llm):
-    with ServerThread(build_app(llm, ServerConfig())) as s:
+def server(llm, serve_app):
+    with serve_app(build_app(llm, ServerConfig())) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def keyed_server(llm, server):
+def keyed_server(llm, server, serve_app):
     # Same engine, a second app that requires a key; the first server's lifespan owns the engine.
-    with ServerThread(build_app(llm, ServerConfig(api_key=KEY)), lifespan="off") as s:
+    with serve_app(build_app(llm, ServerConfig(api_key=KEY)), lifespan="off") as s:
         yield s
 
 

@@ -15,7 +15,6 @@ from onecat.serve.async_llm import AsyncLLM
 from onecat.serve.cli import check_startable, find_config_dir
 from onecat.serve.config import ServerConfig
 from onecat.serve.config_store import finalize, register_configs
-from test_api_server import ServerThread  # the server fixture pattern of the API tests
 
 CONFIG_DIR = find_config_dir()
 KEY = "accel-key"
@@ -187,11 +186,11 @@ def test_ops_the_registry_lacks_are_rows_without_a_provider():
 
 # -- the served report -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def served(llm):
+def served(llm, serve_app):
     """The session's SmolLM2 engine (no second load) behind a keyed server, with the CLI's route."""
     alm = AsyncLLM(llm.engine)
     alm.route = route_for("+profile=smollm2")
-    with ServerThread(build_app(alm, ServerConfig(api_key=KEY))) as s:
+    with serve_app(build_app(alm, ServerConfig(api_key=KEY))) as s:
         yield s, alm
 
 

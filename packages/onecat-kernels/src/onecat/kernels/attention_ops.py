@@ -60,7 +60,7 @@ def supports_paged(p: Problem) -> list[str]:
     d, kv, bs = p.param("head_dim"), p.param("kv_dtype"), p.param("block_size", 16)
     _need(r, d in HEAD_DIMS, f"head_dim {d} not in {HEAD_DIMS}")
     _need(r, kv in _KV, f"KV cache dtype {kv} not float16/float8_e4m3fn/float8_e5m2")
-    _need(r, isinstance(bs, int) and 8 <= bs <= 1024 and bs & (bs - 1) == 0, f"block_size {bs} not a power of 2 >= 8")
+    _need(r, isinstance(bs, int) and 8 <= bs <= 1024 and bs & (bs - 1) == 0, f"block_size {bs} not a power of 2 in [8, 1024]")
     _need(r, (p.param("gqa") or 0) >= 1, "fewer query heads than KV heads")
     _need(r, p.param("layout_ok", True), "query not [T, Hq, D] with contiguous heads, or caches not contiguous/same dtype")
     return r

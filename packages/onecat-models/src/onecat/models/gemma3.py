@@ -76,11 +76,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
     GGUF_TO_HF = GGUF_TO_HF
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
-        self.embed = torch.empty(spec.vocab_size, spec.hidden_size, dtype=dtype, device=device)
-        self.layers = [Gemma3Layer(spec, dtype, device) for _ in range(spec.num_layers)]
-        self.norm = torch.empty(spec.hidden_size, dtype=dtype, device=device)
-        self.lm_head = self.embed if spec.tie_word_embeddings else torch.empty_like(self.embed)
+        self._init_buffers(spec, dtype, device, Gemma3Layer)
         D = spec.head_dim
         # HF: embed * tensor(sqrt(H)).to(weight dtype)
         self.embed_scale = torch.tensor(math.sqrt(spec.hidden_size), dtype=dtype, device=device)
@@ -88,7 +84,6 @@ class Gemma3ForCausalLM(HFNamedWeights):
         self.cos_sin_local = _rope_cache(D, spec.max_position, spec.rope_theta_local or spec.rope_theta, 1.0, device)
         self.scale = (spec.query_pre_attn_scalar or D) ** -0.5
         self.residual_dtype = torch.float32 if dtype == torch.float16 else dtype
-        self._loaded: set[str] = set()
 
     # -- checkpoint ---------------------------------------------------------------------------
     @staticmethod
@@ -162,10 +157,6 @@ class Gemma3ForCausalLM(HFNamedWeights):
             final_logit_softcap=cfg.get("final_logit_softcapping"),
             norm_weight_offset=1.0,  # HF stores w; the norm scales by (1 + w)
         )
-
-    def _top_level(self) -> dict:
-        return {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm,
-                "lm_head.weight": None if self.spec.tie_word_embeddings else self.lm_head}
 
     def _layer_slices(self, layer) -> dict:
         q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size

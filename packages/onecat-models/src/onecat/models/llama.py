@@ -51,15 +51,10 @@ class LlamaForCausalLM(HFNamedWeights):
     GGUF_TO_HF = GGUF_TO_HF
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
-        self.embed = torch.empty(spec.vocab_size, spec.hidden_size, dtype=dtype, device=device)
-        self.layers = [LlamaLayer(spec, dtype, device) for _ in range(spec.num_layers)]
-        self.norm = torch.empty(spec.hidden_size, dtype=dtype, device=device)
-        self.lm_head = self.embed if spec.tie_word_embeddings else torch.empty_like(self.embed)
+        self._init_buffers(spec, dtype, device, LlamaLayer)
         rot = spec.rotary_dim or spec.head_dim
         self.cos_sin = rope_cos_sin(spec.head_dim, rot, spec.max_position, spec.rope_theta, device=device)
         self.scale = spec.head_dim ** -0.5
-        self._loaded: set[str] = set()
 
     # -- checkpoint ---------------------------------------------------------------------------
     @staticmethod
@@ -103,10 +98,6 @@ class LlamaForCausalLM(HFNamedWeights):
             attention_bias=bool(cfg.get("attention_bias", False)),
             sliding_window=cfg.get("sliding_window"),
         )
-
-    def _top_level(self) -> dict:
-        return {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm,
-                "lm_head.weight": None if self.spec.tie_word_embeddings else self.lm_head}
 
     def _layer_slices(self, layer: LlamaLayer) -> dict:
         q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size

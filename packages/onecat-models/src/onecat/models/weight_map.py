@@ -17,9 +17,20 @@ Slot = tuple[torch.Tensor | None, tuple[int, int] | None]  # buffer (None: not i
 class HFNamedWeights:
     GGUF_TO_HF: dict[str, str] = {}  # GGUF name (per block: without "blk.N.") -> HF name
 
-    # -- supplied by the adapter ----------------------------------------------------------------
+    def _init_buffers(self, spec, dtype: torch.dtype, device, layer_cls) -> None:
+        """The buffers every decoder has: embedding, layers, final norm and the (tied) LM head."""
+        self.spec, self.dtype, self.device = spec, dtype, torch.device(device)
+        self.embed = torch.empty(spec.vocab_size, spec.hidden_size, dtype=dtype, device=device)
+        self.layers = [layer_cls(spec, dtype, device) for _ in range(spec.num_layers)]
+        self.norm = torch.empty(spec.hidden_size, dtype=dtype, device=device)
+        self.lm_head = self.embed if spec.tie_word_embeddings else torch.empty_like(self.embed)
+        self._loaded: set[str] = set()
+
     def _top_level(self) -> dict[str, torch.Tensor | None]:
-        raise NotImplementedError
+        return {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm,
+                "lm_head.weight": None if self.spec.tie_word_embeddings else self.lm_head}
+
+    # -- supplied by the adapter ----------------------------------------------------------------
 
     def _layer_slices(self, layer) -> dict[str, Slot]:
         raise NotImplementedError

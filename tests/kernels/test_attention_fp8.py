@@ -119,12 +119,14 @@ def test_paged_attention_fp8_reference_is_dequantized(dtype, gen):
 
 def test_split_kv_plan():
     # decode, llama3-8b heads, 8K context, batch 4 on an H200 (132 SMs): several partitions
-    nparts, part = attention_ops.split_kv_plan(4, 8, 1, 8192, 128, 132, 4, 32)
-    assert nparts > 1 and part % 32 == 0 and nparts * part >= 8192
+    nparts, part = attention_ops.split_kv_plan(4, 8, 1, 8192, 64, 132, 4, 32, 128)
+    blocks = nparts * 4 * 8
+    assert 132 < blocks <= attention_ops.BLOCKS_PER_SM * 132 and part % 64 == 0 and part >= attention_ops.MIN_PART
+    assert (nparts - 1) * part < 8192 <= nparts * part
     # a long prefill fills the GPU with row chunks: one partition, any length
-    assert attention_ops.split_kv_plan(1, 8, 2048, 32768, 128, 132, 8192, 32)[0] == 1
+    assert attention_ops.split_kv_plan(1, 8, 512, 32768, 32, 132, 8192, 32, 128)[0] == 1
     # partials stay within the workspace limit
-    n, p = attention_ops.split_kv_plan(1, 1, 64, 1 << 20, 256, 80, 1024, 8)
+    n, p = attention_ops.split_kv_plan(1, 1, 64, 1 << 20, 32, 80, 1024, 8, 256)
     assert n == 1 or n * 1024 * 8 * 256 * 4 <= attention_ops.WORKSPACE_LIMIT
 
 
@@ -144,10 +146,17 @@ def test_attention_routes():
         return ops.registry.explain(p, check_available=False)
 
     assert route((7, 0)).provider.name == "cuda_split_kv"
-    assert route((7, 0), phase="prefill").provider.name == "cuda_split_kv"
+    assert route((7, 0), phase="prefill").provider.name == "cuda_flash_prefill"
     assert route((9, 0), phase="verify", kv_dtype="float8_e4m3fn").provider.name == "cuda_split_kv"
+    assert route((7, 0), phase="prefill", kv_dtype="float8_e4m3fn").provider.name == "cuda_flash_prefill"
+    assert route((7, 0), phase="prefill", block_size=2048).provider.name == "cuda_flash_prefill"
     assert route((9, 0), phase="prefill").provider.name == "torch_sdpa"
-    assert route((9, 0), phase="prefill", soft_cap=True).provider.name == "cuda_split_kv"
+    sel = route((9, 0), phase="prefill")
+    assert sel.refused["cuda_flash_prefill"] == ["lower priority than torch_sdpa"]
+    assert route((9, 0), phase="prefill", soft_cap=True).provider.name == "cuda_flash_prefill"
+    assert "phase decode" in route((7, 0)).refused["cuda_flash_prefill"][0]
+    sel = route((7, 0), block_size=12)
+    assert sel.provider.name == "torch" and any("block_size 12" in r for r in sel.refused["cuda_split_kv"])
     sel = route((7, 0), head_dim=96)
     assert sel.provider.name == "torch" and any("head_dim 96" in r for r in sel.refused["cuda_split_kv"])
     p = Problem("reshape_and_cache", "cuda", (7, 0), "float16", tuple(sorted(dict(
@@ -178,7 +187,7 @@ def test_split_kv_host_side(kv, monkeypatch, gen):
     suffix = {torch.float16: "f16", E4M3: "e4m3", E5M2: "e5m2"}[kv]
     assert dname == f"attn_decode_d128_{suffix}" and rname == "attn_reduce"
     nparts, part = args[-6], args[-5]
-    assert grid == (nparts, 8, 2) and nparts > 1 and nparts * part >= 9000 and block == (128, 1, 1)
+    assert grid == (1, 8, 2 * nparts) and nparts > 1 and nparts * part >= 9000 and block == (128, 1, 1)
     assert rgrid == (2, 32, 1) and rblock == (128, 1, 1)
     v_mul = {torch.float16: 1.0, E4M3: 0.25 * 256, E5M2: 0.25}[kv]
     assert args[-1] == pytest.approx(v_mul) and rargs[-1] == pytest.approx(v_mul)

@@ -1,8 +1,9 @@
 """GPU: attention providers against an FP32 reference over the paged cache (the same cache bytes,
 FP8 dequantized by the reference's rules). Grid: batch 1..16 with ragged lengths, contexts 1..32K,
-heads 32/8, 24/4, 9/3, 4/1, head dims 64/128/256, block sizes 16/32, sliding window, soft-cap,
-prefix hits (queries start mid-sequence), verify q = 2..16, FP16/E4M3/E5M2 caches, FP8 cache
-writes bit-exact; one CUDA-graph capture + replay. Seed: $ONECAT_TEST_SEED, else random."""
+heads 32/8, 24/4, 9/3, 4/1, head dims 64/128/256, block sizes 16/32/256/2048, sliding window,
+soft-cap, prefix hits (queries start mid-sequence), verify q = 2..16, prefill through the tensor-core
+prefill kernel (ragged batches mixed with decode rows, prefixes up to 32K), FP16/E4M3/E5M2 caches,
+FP8 cache writes bit-exact; one CUDA-graph capture + replay. Seed: $ONECAT_TEST_SEED, else random."""
 
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def test_window_softcap(d):
     _run(_gen("cap", d), [1, 1], [3000, 11], 16, 8, d, 16, cap=30.0)
 
 
-@pytest.mark.parametrize("provider", ["cuda_split_kv", "torch_sdpa"])
+@pytest.mark.parametrize("provider", ["cuda_split_kv", "cuda_flash_prefill", "torch_sdpa"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_prefill_and_prefix_hits(provider, d):
     if provider == "torch_sdpa" and torch.cuda.get_device_capability() < (8, 0):
@@ -98,8 +99,41 @@ def test_prefill_and_prefix_hits(provider, d):
     _run(_gen("pf", d), [300, 1, 77], [300, 2000, 1077], 32, 8, d, 16, provider=provider)
     _run(_gen("pf2", d), [129, 64], [4000, 64], 24, 4, d, 32, provider=provider)
     _run(_gen("pf3", d), [33, 200], [1000, 2200], 4, 1, d, 16, window=128, provider=provider)
-    if provider == "cuda_split_kv":
+    if provider != "torch_sdpa":
         _run(_gen("pf4", d), [33, 200], [1000, 2200], 4, 1, d, 16, "e4m3", window=128, provider=provider)
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("hq,hk", HEADS)
+def test_flash_prefill_ragged(d, hq, hk):
+    """Ragged batches of 1..16 requests: fresh prompts, prefix hits and decode rows mixed."""
+    rnd = random.Random(SEED + 7 * d + hq)
+    for batch in (1, 6, 16):
+        q_lens = [rnd.choice([1, rnd.randint(17, 600), rnd.randint(17, 64)]) for _ in range(batch)]
+        q_lens[0] = max(q_lens[0], 17)  # a prefill batch
+        seq = [q + rnd.choice([0, 0, rnd.randint(1, 2500)]) for q in q_lens]
+        kv = rnd.choice(["f16", "f16", "e4m3", "e5m2"])
+        window = rnd.choice([None, None, rnd.randint(16, 900)])
+        cap = rnd.choice([None, None, 30.0])
+        _run(_gen("fpr", d, hq, batch), q_lens, seq, hq, hk, d, rnd.choice([16, 32, 256]), kv, window, cap,
+             provider="cuda_flash_prefill")
+
+
+@pytest.mark.parametrize("kv", ["f16", "e4m3"])
+@pytest.mark.parametrize("bs", [16, 2048])
+def test_flash_prefill_long(kv, bs):
+    """Prefix-cache hits over contexts up to 32K, a fresh 4K prompt, a window over a long prefix."""
+    _run(_gen("fpl", kv, bs), [64, 300, 17], [32768, 20000, 32768], 32, 8, 128, bs, kv, provider="cuda_flash_prefill")
+    _run(_gen("fpl2", kv, bs), [4096], [4096], 32, 8, 128, bs, kv, provider="cuda_flash_prefill")
+    _run(_gen("fpl3", kv, bs), [200, 33], [30000, 9000], 24, 4, 256, bs, kv, window=4096, cap=50.0,
+         provider="cuda_flash_prefill")
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_block_size_2048(d):
+    """Pages of 2048 tokens (one page-id table entry per 512-key segment or two): decode, verify."""
+    _run(_gen("bs2k", d), [1, 1, 1, 1], [9000, 2048, 2049, 5], 32, 8, d, 2048)
+    _run(_gen("bs2k8", d), [8, 1], [4100, 30000], 9, 3, d, 2048, "e4m3", window=3000)
 
 
 @pytest.mark.parametrize("kv", ["e4m3", "e5m2"])

@@ -1,5 +1,6 @@
-"""Attention providers: paged attention (split-KV decode/verify, tensor-core prefill) and the FP8
-KV-cache write, registered into the op registry on import (ops.py imports this module last).
+"""Attention providers: paged attention (split-KV decode/verify `cuda_split_kv`, tensor-core prefill
+`cuda_flash_prefill`, torch SDPA prefill on sm80+) and the FP8 KV-cache write, registered into the
+op registry on import (ops.py imports this module last). Both CUDA shapes run attention_flash.cuh.
 
 FP8 KV caches: a cache tensor of dtype torch.float8_e4m3fn or torch.float8_e5m2 (the format travels
 with the tensor; kernels see bytes), one float scale per tensor passed as `k_scale` / `v_scale` to
@@ -29,11 +30,19 @@ LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128, 256)
 _KV = {"float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 _FP8_UNIT = {"e4m3": 256.0, "e5m2": 1.0}  # E4M3 bytes decode to value * 2^-8 (attention_fp8.cuh)
-ROWS = 16  # query rows (q index x GQA head) per decode block
 WORKSPACE_LIMIT = 256 << 20  # bytes of FP32 partials before the partition count is cut
+BLOCKS_PER_SM = 2  # resident 128-thread attention blocks per SM (registers; sm_70 and sm_90 alike)
+WAVE_PART = 1024  # split-KV: keys per partition that amortize a block's fixed cost (Q, page ids, merge)
+MIN_PART = 256  # keys per partition at least
 
-_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", "ppppppppp" "q" "iiiiiiiiii" "fff")
-           for d in HEAD_DIMS for kv in ("f16", "e4m3", "e5m2")}
+_SIG = "ppppppppp" "q" "iiiiiiiiii" "fff"
+_KV_KINDS = ("f16", "e4m3", "e5m2")
+# Tile shapes of attention_flash.cuh per head dim, as attention_decode.cu / attention_prefill.cu
+# instantiate them: (rows per block, keys per step).
+DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}
+PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
+_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
+_PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -60,9 +69,18 @@ def supports_paged(p: Problem) -> list[str]:
     d, kv, bs = p.param("head_dim"), p.param("kv_dtype"), p.param("block_size", 16)
     _need(r, d in HEAD_DIMS, f"head_dim {d} not in {HEAD_DIMS}")
     _need(r, kv in _KV, f"KV cache dtype {kv} not float16/float8_e4m3fn/float8_e5m2")
-    _need(r, isinstance(bs, int) and 8 <= bs <= 1024 and bs & (bs - 1) == 0, f"block_size {bs} not a power of 2 in [8, 1024]")
+    _need(r, isinstance(bs, int) and bs >= 8 and bs & (bs - 1) == 0,
+          f"block_size {bs} not a power of 2 >= 8 (page ids are staged per 512 keys; no upper limit)")
     _need(r, (p.param("gqa") or 0) >= 1, "fewer query heads than KV heads")
     _need(r, p.param("layout_ok", True), "query not [T, Hq, D] with contiguous heads, or caches not contiguous/same dtype")
+    return r
+
+
+def supports_flash_prefill(p: Problem) -> list[str]:
+    """The tensor-core prefill tiles (64 query rows x 64/32/16 keys); decode and verify (<= 16 query
+    tokens per request) go to cuda_split_kv, whose warps split the keys of 16-row tiles instead."""
+    r = supports_paged(p)
+    _need(r, p.param("phase") == "prefill", f"phase {p.param('phase')}: prefill tiles are for > 16 query tokens")
     return r
 
 
@@ -77,24 +95,29 @@ def supports_cache_fp8(p: Problem) -> list[str]:
 
 
 # -- provider functions --------------------------------------------------------------------------
-def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, head_dim: int, sms: int,
-                  n_tokens: int, hq: int) -> tuple[int, int]:
-    """(nparts, part): partitions of the key span so that ~2 blocks per SM are in flight, each a
-    multiple of the key tile, at least 256 keys, and the FP32 partials within WORKSPACE_LIMIT."""
-    tile = 4096 // head_dim
+def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, sms: int,
+                  n_tokens: int, hq: int, head_dim: int) -> tuple[int, int]:
+    """(nparts, part): partitions of the key span so that the blocks fill whole waves of
+    BLOCKS_PER_SM x sms resident blocks (one wave of ~WAVE_PART-key partitions when few requests
+    would leave SMs idle), each a multiple of the key tile and >= MIN_PART keys, the FP32 partials
+    within WORKSPACE_LIMIT."""
     span = max(span, 1)
-    nparts = max(1, -(-2 * sms // max(1, batch * hk * nchunks)))
-    part = max(256, -(-span // nparts))
+    per, slots = max(1, batch * hk * nchunks), BLOCKS_PER_SM * sms
+    if per >= slots:  # the row chunks alone fill the GPU (prefill): no partials to merge
+        return 1, -(-span // key_tile) * key_tile
+    waves = max(1, -(-per * -(-span // WAVE_PART) // slots))
+    nparts = max(1, waves * slots // per)
+    part = max(MIN_PART, -(-span // nparts))
     while True:
-        part = -(-part // tile) * tile
+        part = -(-part // key_tile) * key_tile
         nparts = -(-span // part)
         if nparts == 1 or nparts * n_tokens * hq * head_dim * 4 <= WORKSPACE_LIMIT:
             return nparts, part
         part *= 2
 
 
-def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                    k_scale=1.0, v_scale=1.0):
+def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
+           k_scale, v_scale):
     t, hq, d = query.shape
     _, bs, hk, _ = key_cache.shape
     out = _empty(query.shape, query.dtype, query.device)
@@ -108,9 +131,10 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
     cap = float(logit_soft_cap or 0.0)
     window = int(sliding_window or 0)
     group = hq // hk
-    nchunks = -(-metadata.max_query_len * group // ROWS)
+    rows, key_tile = tiles[d]
+    nchunks = -(-metadata.max_query_len * group // rows)
     span = metadata.max_seq_len if window <= 0 else min(metadata.max_seq_len, window + metadata.max_query_len - 1)
-    nparts, part = split_kv_plan(b, hk, nchunks, span, d, _sm_count(query.device), t, hq)
+    nparts, part = split_kv_plan(b, hk, nchunks, span, key_tile, _sm_count(query.device), t, hq, d)
     part_o = part_ml = None
     if nparts > 1:
         part_o = torch.empty((nparts, t, hq, d), dtype=torch.float32, device=query.device)
@@ -120,7 +144,7 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
     bt = metadata.block_tables.int().contiguous()  # no-ops for the int32 metadata; kept alive to the launch
     seq_lens, qsl = metadata.seq_lens.int(), metadata.query_start_loc.int()
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
-    _launch(_DECODE[(d, kv)], (nparts, hk * nchunks, b), (128, 1, 1), out.data_ptr(),
+    _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (128, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
             seq_lens.data_ptr(), qsl.data_ptr(), query.stride(0),
@@ -130,6 +154,20 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
         _launch(_REDUCE, (t, hq, 1), (d, 1, 1), out.data_ptr(), part_o.data_ptr(), part_ml.data_ptr(),
                 t, hq, d, nparts, float(v_mul), device=query.device)
     return out
+
+
+def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
+                    k_scale=1.0, v_scale=1.0):
+    """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys)."""
+    return _flash(_DECODE, DECODE_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
+                  logit_soft_cap, k_scale, v_scale)
+
+
+def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
+                  k_scale=1.0, v_scale=1.0):
+    """Paged causal prefill in the prefill shape (64/32-row tiles sharing each K/V tile)."""
+    return _flash(_PREFILL, PREFILL_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
+                  logit_soft_cap, k_scale, v_scale)
 
 
 def reshape_and_cache_fp8(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
@@ -196,8 +234,13 @@ def sdpa_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=
 def register(reg: KernelRegistry) -> None:
     reg.register(Provider("cuda_split_kv", "paged_attention", paged_attention, available=available,
                           supports=supports_paged))
+    reg.register(Provider("cuda_flash_prefill", "paged_attention", flash_prefill, available=available,
+                          supports=supports_flash_prefill))
     reg.register(Provider("torch_sdpa", "paged_attention", sdpa_prefill, supports=supports_sdpa_prefill))
-    reg.priority.setdefault("paged_attention", ["torch_sdpa", "cuda_split_kv"])
+    # sm80+: torch SDPA first for FP16/BF16 prefill (faster there: its flash kernels use sm80+ MMA;
+    # ours are Volta's); it refuses sm70, FP8 caches, soft-cap and graph capture, where
+    # cuda_flash_prefill runs. Decode/verify: cuda_split_kv.
+    reg.priority.setdefault("paged_attention", ["torch_sdpa", "cuda_flash_prefill", "cuda_split_kv"])
     reg.register(Provider("cuda_fp8", "reshape_and_cache", reshape_and_cache_fp8, available=available,
                           supports=supports_cache_fp8))
 

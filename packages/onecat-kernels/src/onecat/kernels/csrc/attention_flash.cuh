@@ -1,0 +1,368 @@
+// attention_flash.cuh: the paged flash-attention body shared by decode/verify (attention_decode.cu)
+// and prefill (attention_prefill.cu): tensor cores through PTX wmma m16n16k16 (HMMA.884 on sm_70;
+// mma.h is not usable with the runtime wheel's headers), FP32 accumulation and softmax state.
+//
+// A block (128 threads, 4 warps) owns one request, one KV head, ROWS = 16 * WR query rows of it
+// (row = q_index * group + head_in_group: the GQA heads of a KV head share every K/V byte) and one
+// partition of the request's keys. Warp w = (wr, wk, wd): rows [16 wr, +16), keys [NK wk, +NK) of
+// each step's KT = NK * WK keys, output columns [D / WD * wd, +D / WD).
+//   decode / verify: WR = 1, WK = 4 / WD: warps split the keys, each keeps its own (m, l, O),
+//     merged through shared memory at the end;
+//   prefill: WK = 1: warps split the rows and share each K/V tile.
+//   head dim 256: WD = 2, paired warps compute the same S = Q K^T and softmax (identical) and each
+//     owns half of the output columns (the O accumulators would not fit one warp's registers).
+//
+// Per step: the K and V rows of the step sit in registers (128-bit loads of the paged cache, page
+// ids staged in shared memory per segment of FA_SEG keys), are stored to shared memory as FP16 (FP8
+// decoded on the way), and the loads of the step PF steps ahead are issued before this step's math
+// (register prefetch, one shared buffer; PF = 2 for FP8 decode). S goes through shared memory (FP32)
+// for the softmax, P back as FP16 (in place); the O accumulators are rescaled in registers using the row of each accumulator
+// element, read once from a fragment loaded from a matrix of row indices (the mapping is fixed per
+// fragment type and arch, but not documented: it is measured, not assumed).
+#pragma once
+#include "attention_fp8.cuh"
+
+#define FA_THREADS 128
+#define FA_SEG 512    // keys per page-id segment (a multiple of every KT)
+#define FA_MIN_BS 8   // smallest block size: sizes the page-id table
+#define FA_LOG2E 1.4426950408889634f
+
+// ---- wmma m16n16k16 through PTX: A/B fragments 8 x f16x2 per thread, accumulators 8 floats ----
+struct FaAB { unsigned r[8]; };
+struct FaC { float r[8]; };
+
+#define FA_AB_OUT "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3]), "=r"(f.r[4]), "=r"(f.r[5]), "=r"(f.r[6]), "=r"(f.r[7])
+ONECAT_DEVICE unsigned fa_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+ONECAT_DEVICE void fa_load_a(FaAB& f, const __half* p, int ldm) {  // row-major 16x16
+  asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : FA_AB_OUT : "r"(fa_smem_addr(p)), "r"(ldm) : "memory");
+}
+ONECAT_DEVICE void fa_load_b_col(FaAB& f, const __half* p, int ldm) {  // B[k][n] at p[n * ldm + k]
+  asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : FA_AB_OUT : "r"(fa_smem_addr(p)), "r"(ldm) : "memory");
+}
+ONECAT_DEVICE void fa_load_b_row(FaAB& f, const __half* p, int ldm) {  // B[k][n] at p[k * ldm + n]
+  asm volatile("wmma.load.b.sync.aligned.row.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : FA_AB_OUT : "r"(fa_smem_addr(p)), "r"(ldm) : "memory");
+}
+#define FA_MMA(LAYOUT)                                                                                     \
+  asm volatile("wmma.mma.sync.aligned." LAYOUT ".m16n16k16.f32.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, "            \
+               "{%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19,%20,%21,%22,%23}, {%0,%1,%2,%3,%4,%5,%6,%7};" \
+               : "+f"(d.r[0]), "+f"(d.r[1]), "+f"(d.r[2]), "+f"(d.r[3]), "+f"(d.r[4]), "+f"(d.r[5]),         \
+                 "+f"(d.r[6]), "+f"(d.r[7])                                                                 \
+               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(a.r[4]), "r"(a.r[5]), "r"(a.r[6]), \
+                 "r"(a.r[7]), "r"(b.r[0]), "r"(b.r[1]), "r"(b.r[2]), "r"(b.r[3]), "r"(b.r[4]), "r"(b.r[5]), \
+                 "r"(b.r[6]), "r"(b.r[7]))
+ONECAT_DEVICE void fa_mma_rc(FaC& d, const FaAB& a, const FaAB& b) { FA_MMA("row.col"); }
+ONECAT_DEVICE void fa_mma_rr(FaC& d, const FaAB& a, const FaAB& b) { FA_MMA("row.row"); }
+ONECAT_DEVICE void fa_store_c(float* p, const FaC& d, int ldm) {
+  asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8}, %9;"
+               :: "r"(fa_smem_addr(p)), "f"(d.r[0]), "f"(d.r[1]), "f"(d.r[2]), "f"(d.r[3]), "f"(d.r[4]),
+                  "f"(d.r[5]), "f"(d.r[6]), "f"(d.r[7]), "r"(ldm) : "memory");
+}
+ONECAT_DEVICE void fa_load_c(FaC& d, const float* p, int ldm) {
+  asm volatile("wmma.load.c.sync.aligned.row.m16n16k16.shared.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : "=f"(d.r[0]), "=f"(d.r[1]), "=f"(d.r[2]), "=f"(d.r[3]), "=f"(d.r[4]), "=f"(d.r[5]),
+                 "=f"(d.r[6]), "=f"(d.r[7]) : "r"(fa_smem_addr(p)), "r"(ldm) : "memory");
+}
+
+struct FlashArgs {
+  __half* out;             // [T, Hq, D]
+  float* part_o;           // [nparts, T, Hq, D] (nparts > 1)
+  float* part_ml;          // [nparts, T, Hq, 2]
+  const __half* q;         // [T, Hq, D], token stride q_stride
+  const unsigned char* kc; // [blocks, bs, Hk, D] of FP16 or FP8
+  const unsigned char* vc;
+  const int* block_tables; // [B, bt_stride]
+  const int* seq_lens;     // [B]
+  const int* qsl;          // [B + 1]
+  i64 q_stride;
+  int n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks;
+  float qk_scale, soft_cap, v_mul;
+};
+
+// Shared-memory layout (bytes) of one configuration; attention_ops.flash_smem_bytes mirrors it.
+template <int D, int KV, int WR, int WK, int WD, int NK>
+struct FaTile {
+  static constexpr int KT = WK * NK, ROWS = WR * 16, LDK = D + 8, LDS = NK + 4, DW = D / WD, NF = DW / 16;
+  static constexpr int EB = KV == KV_F16 ? 2 : 1, L = D * EB / 16, LPT = KT * L / FA_THREADS;
+  static constexpr int PF = (KV != KV_F16 && WK > 1 && D <= 128) ? 2 : 1;  // register sets in flight
+  static constexpr int K_OFF = 0, V_OFF = K_OFF + KT * LDK * 2, Q_OFF = V_OFF + KT * LDK * 2;
+  static constexpr int S_OFF = Q_OFF + ROWS * LDK * 2, A_OFF = S_OFF + 4 * 16 * LDS * 4;
+  static constexpr int M_OFF = A_OFF + 64 * 4, L_OFF = M_OFF + 64 * 4, P_OFF = L_OFF + 64 * 4;
+  static constexpr int SMEM = P_OFF + (FA_SEG / FA_MIN_BS + 2) * 4;
+  static_assert(WR * WK * WD == 4 && NK % 16 == 0 && DW % 16 == 0, "warp layout");
+  static_assert(LPT >= 1 && KT * L % FA_THREADS == 0 && FA_SEG % (PF * KT) == 0, "tile loads");
+};
+
+template <int D, int KV, int WR, int WK, int WD, int NK>
+__device__ __forceinline__ void flash_body(const FlashArgs& a) {
+  using C = FaTile<D, KV, WR, WK, WD, NK>;
+  constexpr int KT = C::KT, ROWS = C::ROWS, LDK = C::LDK, LDS = C::LDS, DW = C::DW, NF = C::NF;
+  constexpr int L = C::L, LPT = C::LPT, PF = C::PF;
+  __shared__ __align__(128) unsigned char smem[C::SMEM];
+  __half* ks = reinterpret_cast<__half*>(smem + C::K_OFF);
+  __half* vs = reinterpret_cast<__half*>(smem + C::V_OFF);
+  __half* qsm = reinterpret_cast<__half*>(smem + C::Q_OFF);
+  float* sb = reinterpret_cast<float*>(smem + C::S_OFF);
+  float* alpha_s = reinterpret_cast<float*>(smem + C::A_OFF);
+  float* m_s = reinterpret_cast<float*>(smem + C::M_OFF);
+  float* l_s = reinterpret_cast<float*>(smem + C::L_OFF);
+  int* pages = reinterpret_cast<int*>(smem + C::P_OFF);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wd = warp % WD, wk = (warp / WD) % WK, wr = warp / (WD * WK);
+  const int chunk = a.nchunks - 1 - (int)blockIdx.x;  // last rows (most keys) first
+  const int kvh = blockIdx.y, b = blockIdx.z / a.nparts, p = blockIdx.z % a.nparts;
+  const int qs = a.qsl[b], ql = a.qsl[b + 1] - qs, ctx = a.seq_lens[b];
+  const int r0 = chunk * ROWS, rows_total = ql * a.group;
+  if (r0 >= rows_total) return;
+  const int R = min(ROWS, rows_total - r0);
+  const int lo = a.window > 0 ? max(0, ctx - ql - a.window + 1) : 0;
+  const int pstart = lo + p * a.part, pend = min(pstart + a.part, ctx);
+  const int qi_min = r0 / a.group, qi_max = (r0 + R - 1) / a.group;
+  const int clo = a.window > 0 ? max(0, ctx - ql + qi_min - a.window + 1) : 0;
+  const int kstart = max(pstart, clo), kend = min(pend, ctx - ql + qi_max + 1);
+
+  if (kstart >= kend) {  // nothing visible in this partition: empty partials
+    if (a.nparts > 1) {
+      for (int i = tid; i < R * D; i += FA_THREADS) {
+        const int r = r0 + i / D, tok = qs + r / a.group, h = kvh * a.group + r % a.group;
+        const i64 row = ((i64)p * a.n_tokens + tok) * a.hq + h;
+        a.part_o[row * D + i % D] = 0.f;
+        if (i % D == 0) {
+          a.part_ml[row * 2] = -INFINITY;
+          a.part_ml[row * 2 + 1] = 0.f;
+        }
+      }
+    }
+    return;
+  }
+
+  // Query rows -> shared memory (FP16 as given; the scale is applied to S in FP32).
+  for (int i = tid; i < ROWS * D / 8; i += FA_THREADS) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8, rr = r0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < R) v = *reinterpret_cast<const uint4*>(a.q + (i64)(qs + rr / a.group) * a.q_stride +
+                                                   (i64)(kvh * a.group + rr % a.group) * D + c);
+    *reinterpret_cast<uint4*>(qsm + r * LDK + c) = v;
+  }
+  // The row of each accumulator element: load a matrix of row indices into a fragment.
+  float* sw = sb + warp * 16 * LDS;
+  for (int i = lane; i < 256; i += 32) sw[(i >> 4) * LDS + (i & 15)] = (float)(i >> 4);
+  __syncwarp();
+  int rowmap[8];
+  {
+    FaC t;
+    fa_load_c(t, sw, LDS);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) rowmap[i] = (int)t.r[i];
+  }
+  __syncwarp();
+
+  const int* bt = a.block_tables + (i64)b * a.bt_stride;
+  const int bs = 1 << a.bs_shift;
+  const i64 row_bytes = (i64)a.hk * D * C::EB, head_off = (i64)kvh * D * C::EB;
+  int first_page = 0;
+  auto stage_pages = [&](int seg) {
+    const int seg_end = min(seg + FA_SEG, kend);
+    first_page = seg >> a.bs_shift;
+    for (int i = tid, n = ((seg_end - 1) >> a.bs_shift) - first_page + 1; i < n; i += FA_THREADS)
+      pages[i] = bt[first_page + i];
+  };
+  uint4 kr[PF][LPT], vr[PF][LPT];
+  auto load_step = [&](int t0, uint4 (&kr)[LPT], uint4 (&vr)[LPT]) {
+#pragma unroll
+    for (int i = 0; i < LPT; ++i) {
+      const int c = tid + i * FA_THREADS, kp = t0 + c / L;
+      if (kp < kend) {
+        const i64 off = ((i64)pages[(kp >> a.bs_shift) - first_page] * bs + (kp & (bs - 1))) * row_bytes +
+                        head_off + (c % L) * 16;
+        kr[i] = *reinterpret_cast<const uint4*>(a.kc + off);
+        vr[i] = *reinterpret_cast<const uint4*>(a.vc + off);
+      } else {
+        kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  auto store_step = [&](const uint4 (&kr)[LPT], const uint4 (&vr)[LPT]) {
+#pragma unroll
+    for (int i = 0; i < LPT; ++i) {
+      const int c = tid + i * FA_THREADS, j = c / L;
+      if constexpr (KV == KV_F16) {
+        const int col = (c % L) * 8;
+        *reinterpret_cast<uint4*>(ks + j * LDK + col) = kr[i];
+        *reinterpret_cast<uint4*>(vs + j * LDK + col) = vr[i];
+      } else {
+        const int col = (c % L) * 16;
+        uint4 x, y;
+        fp8x16_to_half<KV>(kr[i], x, y);
+        *reinterpret_cast<uint4*>(ks + j * LDK + col) = x;
+        *reinterpret_cast<uint4*>(ks + j * LDK + col + 8) = y;
+        fp8x16_to_half<KV>(vr[i], x, y);
+        *reinterpret_cast<uint4*>(vs + j * LDK + col) = x;
+        *reinterpret_cast<uint4*>(vs + j * LDK + col + 8) = y;
+      }
+    }
+  };
+
+  // Softmax ownership: lane -> row lr = lane / 2 of the warp's 16, columns [NK / 2 * (lane & 1), +NK / 2).
+  const int lr = lane >> 1, c0 = (lane & 1) * (NK / 2), crow = wr * 16 + lr;
+  const bool row_ok = crow < R;
+  const int qpos = ctx - ql + (r0 + crow) / a.group;
+  float m_run = -INFINITY, l_run = 0.f;
+  FaC o[NF];
+#pragma unroll
+  for (int f = 0; f < NF; ++f)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[f].r[i] = 0.f;
+
+  // Steps of KT keys; PF register sets of K/V loads in flight (PF = 2 for FP8 decode: half the bytes
+  // per load, so two steps ahead keep as many bytes in flight as FP16 does with one).
+  stage_pages(kstart);
+  __syncthreads();
+#pragma unroll
+  for (int u = 0; u < PF; ++u) load_step(kstart + u * KT, kr[u], vr[u]);  // FA_SEG >= PF * KT
+  for (int tb = kstart; tb < kend; tb += PF * KT) {
+#pragma unroll
+  for (int u = 0; u < PF; ++u) {
+    const int t0 = tb + u * KT;
+    if (t0 >= kend) break;
+    __syncthreads();  // the previous step is done with ks / vs / pages
+    store_step(kr[u], vr[u]);
+    const int tn = t0 + PF * KT;
+    if (tn < kend && (tn - kstart) % FA_SEG == 0) stage_pages(tn);
+    __syncthreads();
+    if (tn < kend) load_step(tn, kr[u], vr[u]);  // in flight during the next PF steps' math
+
+    // S = Q K^T over the warp's 16 rows x NK keys.
+    FaC s[NK / 16];
+#pragma unroll
+    for (int n = 0; n < NK / 16; ++n)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) s[n].r[i] = 0.f;
+#pragma unroll
+    for (int kd = 0; kd < D / 16; ++kd) {
+      FaAB qa;
+      fa_load_a(qa, qsm + wr * 16 * LDK + kd * 16, LDK);
+#pragma unroll
+      for (int n = 0; n < NK / 16; ++n) {
+        FaAB kb;
+        fa_load_b_col(kb, ks + (wk * NK + n * 16) * LDK + kd * 16, LDK);
+        fa_mma_rc(s[n], qa, kb);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < NK / 16; ++n) fa_store_c(sw + n * 16, s[n], LDS);
+    __syncwarp();
+
+    // Online softmax (log2 domain, FP32), P back in place as FP16.
+    float v[NK / 2];
+    float mx = -INFINITY;
+    const int kp0 = t0 + wk * NK + c0;
+#pragma unroll
+    for (int j = 0; j < NK / 2; ++j) {
+      float x = sw[lr * LDS + c0 + j] * a.qk_scale;
+      if (a.soft_cap > 0.f) x = a.soft_cap * tanhf(x / a.soft_cap) * FA_LOG2E;
+      const int kp = kp0 + j;
+      const bool ok = row_ok && kp < kend && kp <= qpos && (a.window <= 0 || kp > qpos - a.window);
+      v[j] = ok ? x : -INFINITY;
+      mx = fmaxf(mx, v[j]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    const float m_new = fmaxf(m_run, mx);
+    const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < NK / 2; ++j) {
+      v[j] = m_new == -INFINITY ? 0.f : exp2f(v[j] - m_new);
+      sum += v[j];
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l_run = l_run * alpha + sum;
+    m_run = m_new;
+    __syncwarp();  // every lane has read its S before P overwrites the rows
+    __half* pw = reinterpret_cast<__half*>(sw);
+#pragma unroll
+    for (int j = 0; j < NK / 2; j += 2)
+      *reinterpret_cast<__half2*>(pw + lr * 2 * LDS + c0 + j) = __floats2half2_rn(v[j], v[j + 1]);
+    if ((lane & 1) == 0) alpha_s[warp * 16 + lr] = alpha;
+    __syncwarp();
+
+    // O = O * alpha + P V over the warp's columns.
+#pragma unroll
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[f].r[i] *= alpha_s[warp * 16 + rowmap[i]];
+#pragma unroll
+    for (int kk = 0; kk < NK / 16; ++kk) {
+      FaAB pa;
+      fa_load_a(pa, pw + kk * 16, 2 * LDS);
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        FaAB vb;
+        fa_load_b_row(vb, vs + (wk * NK + kk * 16) * LDK + wd * DW + f * 16, LDK);
+        fa_mma_rr(o[f], pa, vb);
+      }
+    }
+    __syncwarp();  // P (aliasing S) is read before the next step's S store
+  }
+  }
+
+  // Merge the WK key slices of each row (decode) and write out, 16 columns at a time.
+  if ((lane & 1) == 0) {
+    m_s[warp * 16 + lr] = m_run;
+    l_s[warp * 16 + lr] = l_run;
+  }
+#pragma unroll
+  for (int f = 0; f < NF; ++f) {  // unrolled: o[f] must stay in registers
+    __syncthreads();
+    fa_store_c(sw, o[f], LDS);
+    __syncthreads();
+    for (int e = tid; e < WR * WD * 128; e += FA_THREADS) {
+      const int g = e >> 7, r = (e & 127) >> 3, c = (e & 7) * 2;
+      const int gwr = g / WD, gwd = g % WD, rr = gwr * 16 + r;
+      if (rr >= R) continue;
+      float M = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < WK; ++k) M = fmaxf(M, m_s[((gwr * WK + k) * WD + gwd) * 16 + r]);
+      float o0 = 0.f, o1 = 0.f, Ls = 0.f;
+#pragma unroll
+      for (int k = 0; k < WK; ++k) {
+        const int w = (gwr * WK + k) * WD + gwd;
+        const float m = m_s[w * 16 + r];
+        if (m == -INFINITY) continue;
+        const float sc = exp2f(m - M);
+        Ls += l_s[w * 16 + r] * sc;
+        o0 += sb[w * 16 * LDS + r * LDS + c] * sc;
+        o1 += sb[w * 16 * LDS + r * LDS + c + 1] * sc;
+      }
+      const int grow = r0 + rr, tok = qs + grow / a.group, h = kvh * a.group + grow % a.group;
+      const int col = gwd * DW + f * 16 + c;
+      const float inv = Ls > 0.f ? 1.f / Ls : 0.f;
+      if (a.nparts == 1) {
+        *reinterpret_cast<__half2*>(a.out + ((i64)tok * a.hq + h) * D + col) =
+            __floats2half2_rn(o0 * inv * a.v_mul, o1 * inv * a.v_mul);
+      } else {
+        const i64 prow = ((i64)p * a.n_tokens + tok) * a.hq + h;
+        *reinterpret_cast<float2*>(a.part_o + prow * D + col) = make_float2(o0 * inv, o1 * inv);
+        if (f == 0 && c == 0 && gwd == 0) {
+          a.part_ml[prow * 2] = M;
+          a.part_ml[prow * 2 + 1] = Ls;
+        }
+      }
+    }
+  }
+}
+
+#define FLASH_ENTRY(NAME, D, KV, WR, WK, WD, NK)                                                         \
+  extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
+      NAME(__half* out, float* part_o, float* part_ml, const __half* q, const unsigned char* kc,           \
+           const unsigned char* vc, const int* block_tables, const int* seq_lens, const int* qsl,         \
+           i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift, int bt_stride, int window, \
+           int nparts, int part, int nchunks, float qk_scale, float soft_cap, float v_mul) {              \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
+                      n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
+                      qk_scale, soft_cap, v_mul};                                                         \
+    flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \
+  }

@@ -176,9 +176,38 @@ _MT = (1, 2, 4, 8, 16)
 _GEMV = {(f, mt): Kernel("gemv.cu", f"gemv_{f}_m{mt}", "ppppiii") for f in ("f16", "q4_0", "q8_0") for mt in _MT}
 _PACKED_NAMES = tuple(f"packed_{f}" for f in PACKED_FORMATS)
 _PMT = (1, 4, 16)
-_PR = {1: 8, 4: 4, 16: 4}  # rows of W per 128-thread block (csrc/gemv_packed.cu)
+_PR = {4: 4, 16: 4}  # M = 2..16: rows of W per 128-thread block (csrc/gemv_packed.cu)
+# (R rows per warp, U chunks per lane and row in flight, KS warps splitting K, "n" where the kernel
+# does not prefetch and relies on more resident warps instead): gemv_r_<fmt>_r<R>u<U>k<KS><n>.
+GEMV_M1_SHAPES = ((2, 1, 1, ""), (4, 1, 1, ""), (4, 1, 1, "n"), (8, 1, 1, "n"), (4, 1, 2, ""), (4, 1, 2, "n"))
+
+
+def gemv_m1_shape(fmt: str, n: int, k: int) -> tuple[int, int, int, str]:
+    """The M = 1 kernel shape per format and matrix, from tools/gpu/gemv_variants.py on the H200
+    (benchmarks/results/h200-2026-11-29/gemv-variants3.txt): few rows (N <= 8192) need the K split
+    across warps to fill the GPU; many rows want more resident warps and no prefetch."""
+    if fmt == "q8_0":
+        return (4, 1, 2, "n")
+    if fmt == "q6_k":
+        return (2, 1, 1, "")
+    if fmt == "q4_k":
+        if n <= 8192 and k >= 8192:
+            return (4, 1, 2, "")
+        return (4, 1, 1, "n") if n >= 65536 else (4, 1, 1, "")
+    return (4, 1, 2, "n") if n <= 8192 else (4, 1, 1, "n")  # q4_0, q4_1, awq
+
+
+def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kernel:
+    return Kernel("gemv_packed.cu", f"gemv_r_{fmt}_r{r}u{u}k{ks}{sfx}", "ppppppiiii")
+
+
+def gemv_m1_rows_per_block(r: int, ks: int) -> int:
+    return r * (4 // ks)
+
+
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
-                for f in PACKED_FORMATS for mt in _PMT}
+                for f in PACKED_FORMATS for mt in _PMT if mt > 1}
+_GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 
@@ -265,8 +294,12 @@ def linear_packed(x, weight: PackedWeight, bias=None):
     out = _empty((*x.shape[:-1], n), x.dtype, x.device)
     if m:
         mt = next(v for v in _PMT if v >= m)
-        rows = _PR[mt]
-        _launch(_GEMV_PACKED[(weight.kind, mt)], (-(-n // rows), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),
+        if mt == 1:
+            shape = gemv_m1_shape(weight.kind, n, k)
+            kern, rows = _GEMV_M1[(weight.kind, shape)], gemv_m1_rows_per_block(shape[0], shape[2])
+        else:
+            kern, rows = _GEMV_PACKED[(weight.kind, mt)], _PR[mt]
+        _launch(kern, (-(-n // rows), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
                 weight.group_size // 32, device=x.device)
     return out

@@ -22,7 +22,9 @@ packed GEMV (csrc/gemv_packed.cu), every plane row-major over N so a warp's lane
         word (group A in bits 4..11/20..27, group B rotated by 8: see `_q6_hi_word`).
   meta  per-chunk or per-group scales, uint8 [N, groups * bytes]:
         q4_0 / q8_0: fp16 d per 32;  q4_1: (fp16 d, fp16 m) per 32;
-        q4_k: the original 16-byte super-block header (d, dmin, 12 scale bytes) per 256;
+        q4_k: 16 bytes per 256: fp16 d, fp16 dmin, then the 8 (scale, min) 6-bit pairs re-laid out
+              as 8 little-endian 12-bit fields (sc_j | mn_j << 6) at bit 12 j (`_k4_fields`), so a
+              kernel extracts chunk j's pair with one funnel shift (GGUF interleaves them);
         q6_k: (int8 sc0, int8 sc1, fp16 d) per 32;  awq: (fp16 s, fp16 1024 + z) per group.
 
 `.dequantize()` of a PackedWeight does the original format's float32 arithmetic, so it is
@@ -60,6 +62,31 @@ def _k4_scale_min(sc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     s = torch.cat([d & 63, (md & 15) | ((d >> 6) << 4)], dim=-1)
     mn = torch.cat([m & 63, (md >> 4) | ((m >> 6) << 4)], dim=-1)
     return s, mn
+
+
+def _k4_fields(sc: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
+    """6-bit (scale, min) int64 [..., 8] each -> uint8 [..., 12]: field j = sc_j | mn_j << 6 at bit 12 j."""
+    f = sc | (mn << 6)
+    bits = torch.zeros(f.shape[:-1], dtype=torch.int64)
+    words = [bits.clone() for _ in range(3)]
+    for j in range(8):
+        off = 12 * j
+        w, b = divmod(off, 32)
+        words[w] |= (f[..., j] << b) & 0xFFFFFFFF
+        if b + 12 > 32:
+            words[w + 1] |= f[..., j] >> (32 - b)
+    return torch.cat([_words_to_bytes(w) for w in words], dim=-1)
+
+
+def _k4_unfields(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 [..., 12] (`_k4_fields`) -> (scale, min) int64 [..., 8] each."""
+    words = [_bytes_to_words(b[..., 4 * i:4 * i + 4]) for i in range(3)] + [torch.zeros_like(b[..., 0], dtype=torch.int64)]
+    f = []
+    for j in range(8):
+        w, off = divmod(12 * j, 32)
+        f.append(((words[w] >> off) | (words[w + 1] << (32 - off))) & 0xFFF)  # the kernel's funnel shift
+    f = torch.stack(f, dim=-1)
+    return f & 63, f >> 6
 
 
 def _gguf_codes(raw: torch.Tensor, t: str, n: int, k: int):
@@ -279,7 +306,7 @@ class PackedWeight:
             c = dict(q=codes, d=_f16(meta.reshape(n, -1, 2)))
         elif t == "q4_k":
             h = meta.reshape(n, -1, 16)
-            sc, mn = _k4_scale_min(h[..., 4:16])
+            sc, mn = _k4_unfields(h[..., 4:16])
             c = dict(q=codes.reshape(n, k // 256, 256), d=_f16(h[..., 0:2]), dmin=_f16(h[..., 2:4]), sc=sc, mn=mn)
         elif t == "q6_k":
             m4 = meta.reshape(n, k // 256, 8, 4)
@@ -321,8 +348,8 @@ def pack(weight: GGUFWeight) -> PackedWeight:
             meta = f16b(c["d"].reshape(n, -1, 1))
         elif t == "q4_1":
             meta = f16b(torch.stack([c["d"], c["m"]], dim=-1))
-        else:  # q4_k: the original 16-byte header per super-block
-            meta = c["head"].reshape(n, -1).contiguous()
+        else:  # q4_k: d, dmin and the (scale, min) pairs as 12-bit fields
+            meta = torch.cat([c["head"][..., 0:4], _k4_fields(c["sc"], c["mn"])], dim=-1).reshape(n, -1).contiguous()
     return PackedWeight(t, (n, k), q.contiguous().to(dev), meta.contiguous().to(dev),
                         None if qh is None else qh.contiguous().to(dev), 32)
 

@@ -2,22 +2,24 @@
 // (weights.PackedWeight: q4_0, q4_1, q8_0, q4_k, q6_k, awq). Written for Volta (sm_70), runs as is
 // on newer GPUs: 128-bit loads, register prefetch, no cp.async / ldmatrix / TMA.
 //
-//  * Work split: a block (4 warps) owns R consecutive rows of W; the 4 warps split K. Lane l of
-//    warp w takes the 32-weight chunks c = w*32 + l + 128 i, so for each row one warp-wide load
-//    reads 32 consecutive 16-byte chunks (512 contiguous bytes, LDG.E.128), and the next chunk's
-//    R rows are prefetched into registers while the current ones are used. Every weight byte is
-//    read once per launch for all M rows of x (x is tiny and comes through L1).
+//  * M = 1 (gemv_rows, the decode case): a warp owns R whole rows; lane l takes the 32-weight
+//    chunks l + 32 i of each, U chunks per row in flight and the next U prefetched into registers
+//    (one warp-wide load reads 512 contiguous bytes, LDG.E.128). No shared memory, no barrier: the
+//    warp reduces with shuffles and writes its R outputs. Small register footprint (48-96) keeps
+//    many warps resident, which is what hides DRAM latency on a GEMV.
+//  * M = 2..16 (gemv_packed): a block (4 warps) owns R rows and the 4 warps split K (chunks
+//    c = w*32 + l + 128 i); every weight byte is read once per launch for all M rows of x (x is
+//    tiny and comes through L1); partials meet in shared memory.
 //  * Dequantization with integer tricks: a 32-bit word holds 8 nibbles laid out so that
 //    (v & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + q0, 1024 + q1) and
 //    (v & 0x00F000F0) | 0x64006400 is (1024 + 16 q2, 1024 + 16 q3) (one LOP3 each; v >> 8 gives
 //    weights 4..7); one HFMA2 each turns them into (q - z) / 16, exact in fp16 and |.| <= 1 (q8_0:
 //    PRMT of bytes under 0x64, (q / 128); q6_k: two more bits OR-ed in, (q - 32) / 64). The
 //    1/16 (1/128, 1/64) is folded into the fp32 scale.
-//  * Math: per 8 weights and row of x, 4 HFMA2 form a fp16 partial of 4 products per half lane
-//    (|partial| <= 4 |x|: no overflow below |x| = 16K), converted to fp32 and accumulated with the
-//    block scale in fp32 (FFMA). Formats with a min/offset (q4_1, q4_k) add coef * sum(x) per chunk.
-//  * Reduction: warp shuffles, then the 4 warps' partials through shared memory; one thread per
-//    output writes fp16 (+ bias).
+//  * Math (M = 1): per chunk and row, two fp16 chains of 8 HFMA2 (|partial| <= 8 |x| for 4-bit,
+//    16 |x| for q8_0: finite below |x| = 4K), one convert, one FFMA with the fp32 block scale.
+//    M > 1: 4 HFMA2 per 8 weights and row of x, then fp32. Formats with a min/offset (q4_1, q4_k)
+//    add coef * sum(x) per chunk.
 #include "common.cuh"
 
 enum { F_Q4_0 = 0, F_Q4_1 = 1, F_Q8_0 = 2, F_Q4_K = 3, F_Q6_K = 4, F_AWQ = 5 };
@@ -71,9 +73,181 @@ ONECAT_DEVICE void dequant8(const PChunk<F>& ck, int s, __half2 nlo, __half2 nhi
   }
 }
 
-ONECAT_DEVICE unsigned hdr_byte(const uint4& h, int i) {  // byte i of the 12 q4_k scale bytes
-  const unsigned w = i < 4 ? h.y : (i < 8 ? h.z : h.w);
-  return (w >> (8 * (i & 3))) & 0xFFu;
+// q4_k: the 12 scale bytes are re-laid out at pack time as 8 little-endian 12-bit fields
+// (sc_j | mn_j << 6), field j at bit 12 j of header words 1..3: two SEL + one funnel shift.
+ONECAT_DEVICE void q4k_scale_min(const uint4& h, int j, unsigned& sc, unsigned& mn) {
+  const int off = 12 * j;
+  const unsigned lo = off < 32 ? h.y : (off < 64 ? h.z : h.w);
+  const unsigned hi = off < 32 ? h.z : h.w;
+  const unsigned f = __funnelshift_r(lo, hi, off & 31);
+  sc = f & 63u;
+  mn = (f >> 6) & 63u;
+}
+
+// One 32-weight chunk of one row: loaded planes (weights, q6_k high bits, scale words).
+template <int F>
+ONECAT_DEVICE void load_chunk(PChunk<F>& ck, const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
+                              const unsigned char* __restrict__ meta, i64 row, int c, int nch, int gchunks) {
+  constexpr int QV = F == F_Q8_0 ? 2 : 1;
+  const uint4* wp = reinterpret_cast<const uint4*>(q) + (row * nch + c) * QV;
+#pragma unroll
+  for (int v = 0; v < QV; ++v) ck.w[v] = __ldg(wp + v);
+  if constexpr (F == F_Q6_K) ck.h = __ldg(reinterpret_cast<const uint2*>(qh) + row * nch + c);
+  if constexpr (F == F_Q4_0 || F == F_Q8_0)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned short*>(meta) + row * nch + c);
+  else if constexpr (F == F_Q4_1 || F == F_Q6_K)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * nch + c);
+  else if constexpr (F == F_AWQ)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * (nch / gchunks) + c / gchunks);
+  else
+    ck.meta = __ldg(reinterpret_cast<const uint4*>(meta) + row * (nch >> 3) + (c >> 3));
+}
+
+// Per chunk and row: fp32 scale(s) (the 1/16, 1/128, 1/64 of dequant8 folded in), the min/offset
+// coefficient of sum(x), and the fp16 zero terms of dequant8. c: the chunk index (q4_k: c & 7).
+template <int F>
+ONECAT_DEVICE void chunk_consts(const PChunk<F>& ck, int c, float& scale, float& scale1, float& coef,
+                                __half2& nlo, __half2& nhi) {
+  const unsigned mw = ck.meta.x;
+  nlo = h2c(-64.5f);  // -(1024 + 8) / 16
+  nhi = h2c(-4.5f);   // -(1024 + 16 * 8) / 256
+  coef = 0.f;
+  scale1 = 0.f;
+  if constexpr (F == F_Q4_0) {
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q8_0) {
+    scale = 128.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q4_1) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const float mn = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 16.f * d;
+    coef = fmaf(8.f, d, mn);
+  } else if constexpr (F == F_Q4_K) {
+    const uint4& hd = ck.meta;
+    const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+    unsigned sc, mn;
+    q4k_scale_min(hd, c & 7, sc, mn);
+    const float dl = d * (float)sc, ml = dmin * (float)mn;
+    scale = 16.f * dl;
+    coef = fmaf(8.f, dl, -ml);
+  } else if constexpr (F == F_Q6_K) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 64.f * (d * (float)(signed char)(mw & 0xFF));
+    scale1 = 64.f * (d * (float)(signed char)((mw >> 8) & 0xFF));
+  } else {  // awq: (s, 1024 + z)
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const __half zz = __ushort_as_half((unsigned short)(mw >> 16));
+    nlo = __hmul2(__half2half2(zz), h2c(-1.f / 16.f));  // -(1024 + z) / 16
+    nhi = __hadd2(nlo, h2c(60.f));                       // -(64 + z) / 16
+  }
+}
+
+// M = 1: a warp owns R whole rows (no shared memory, no block barrier); lane l takes the chunks
+// l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
+// Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
+// chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
+template <int F, int R, int U, bool PF, int KS>
+__device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
+                          const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
+                          const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
+                          int N, int K, int gchunks) {
+  constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
+  constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
+  __shared__ float red[KS > 1 ? 4 : 1][R];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
+  const int n0 = (blockIdx.x * (4 / KS) + warp / KS) * R;
+  if (KS == 1 && n0 >= N) return;
+  const int nch = K >> 5;
+  i64 row[R];
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    row[r] = (i64)min(n0 + r, N - 1);
+    acc[r] = 0.f;
+  }
+  PChunk<F> cur[U][R], nxt[U][R];
+  auto load = [&](PChunk<F>(&ck)[U][R], int base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + lane + 32 * u;
+      if (c < nch)
+#pragma unroll
+        for (int r = 0; r < R; ++r) load_chunk<F>(ck[u][r], q, qh, meta, row[r], c, nch, gchunks);
+    }
+  };
+  load(cur, 32 * U * kw);
+  for (int base = 32 * U * kw; base < nch; base += STEP) {
+    if (PF && base + STEP < nch) load(nxt, base + STEP);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = base + lane + 32 * u;
+      if (c < nch) {
+        Half8 xv[4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) xv[s].u = __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
+        float sx = 0.f;
+        if constexpr (SUMX) {
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {  // fp16 sums of 4 pairs, then fp32 (as the M > 1 kernel)
+            const float2 f = __half22float2(__hadd2(__hadd2(xv[s].h2[0], xv[s].h2[1]), __hadd2(xv[s].h2[2], xv[s].h2[3])));
+            sx += f.x + f.y;
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float scale, scale1, coef;
+          __half2 nlo, nhi;
+          chunk_consts<F>(cur[u][r], c, scale, scale1, coef, nlo, nhi);
+          __half2 h0 = __float2half2_rn(0.f), h1 = h0;
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            __half2 wv[4];
+            dequant8<F>(cur[u][r], s, nlo, nhi, wv);
+            if constexpr (F == F_Q6_K) {  // words 0-1 and 2-3 have their own 16-weight scales
+              __half2& h = s < 2 ? h0 : h1;
+#pragma unroll
+              for (int i = 0; i < 4; ++i) h = __hfma2(wv[i], xv[s].h2[i], h);
+            } else {
+              h0 = __hfma2(wv[0], xv[s].h2[0], h0);
+              h1 = __hfma2(wv[1], xv[s].h2[1], h1);
+              h0 = __hfma2(wv[2], xv[s].h2[2], h0);
+              h1 = __hfma2(wv[3], xv[s].h2[3], h1);
+            }
+          }
+          if constexpr (F == F_Q6_K) {
+            const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+            acc[r] = fmaf(scale1, f1.x + f1.y, fmaf(scale, f0.x + f0.y, acc[r]));
+          } else {
+            const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+            acc[r] = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc[r]);
+            if constexpr (SUMX) acc[r] = fmaf(coef, sx, acc[r]);
+          }
+        }
+      }
+    }
+    if constexpr (PF) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int r = 0; r < R; ++r) cur[u][r] = nxt[u][r];
+    } else if (base + STEP < nch) {
+      load(cur, base + STEP);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = warp_sum(acc[r]);
+    if constexpr (KS > 1) {
+      if (lane == 0) red[warp][r] = v;
+      __syncthreads();
+      v = 0.f;
+#pragma unroll
+      for (int w = 0; w < KS; ++w) v += red[warp - kw + w][r];
+    }
+    if (kw == 0 && lane == 0 && n0 + r < N) out[n0 + r] = __float2half_rn(bias ? v + __half2float(bias[n0 + r]) : v);
+  }
 }
 
 template <int F, int MT, int R>
@@ -81,7 +255,6 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                             const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                             int M, int N, int K, int gchunks) {
-  constexpr int QV = F == F_Q8_0 ? 2 : 1;  // uint4 per chunk and row
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   __shared__ float red[4][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -98,20 +271,7 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 
   auto load = [&](PChunk<F>(&ck)[R], int c) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint4* wp = reinterpret_cast<const uint4*>(q) + (row[r] * nch + c) * QV;
-#pragma unroll
-      for (int v = 0; v < QV; ++v) ck[r].w[v] = __ldg(wp + v);
-      if constexpr (F == F_Q6_K) ck[r].h = __ldg(reinterpret_cast<const uint2*>(qh) + row[r] * nch + c);
-      if constexpr (F == F_Q4_0 || F == F_Q8_0)
-        ck[r].meta.x = __ldg(reinterpret_cast<const unsigned short*>(meta) + row[r] * nch + c);
-      else if constexpr (F == F_Q4_1 || F == F_Q6_K)
-        ck[r].meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row[r] * nch + c);
-      else if constexpr (F == F_AWQ)
-        ck[r].meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row[r] * (nch / gchunks) + c / gchunks);
-      else
-        ck[r].meta = __ldg(reinterpret_cast<const uint4*>(meta) + row[r] * (nch >> 3) + (c >> 3));
-    }
+    for (int r = 0; r < R; ++r) load_chunk<F>(ck[r], q, qh, meta, row[r], c, nch, gchunks);
   };
 
   int c = warp * 32 + lane;
@@ -120,53 +280,10 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   for (; c < nch; c += 128) {
     PChunk<F> nxt[R];
     if (c + 128 < nch) load(nxt, c + 128);  // register prefetch of the next chunk
-    // per-row constants: fp32 scale(s), the min/offset coefficient, the fp16 zero terms
     float scale[R], scale1[R], coef[R];
     __half2 nlo[R], nhi[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const unsigned mw = cur[r].meta.x;
-      nlo[r] = h2c(-64.5f);  // -(1024 + 8) / 16
-      nhi[r] = h2c(-4.5f);   // -(1024 + 16 * 8) / 256
-      coef[r] = 0.f;
-      scale1[r] = 0.f;
-      if constexpr (F == F_Q4_0) {
-        scale[r] = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
-      } else if constexpr (F == F_Q8_0) {
-        scale[r] = 128.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
-      } else if constexpr (F == F_Q4_1) {
-        const float d = __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
-        const float mn = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
-        scale[r] = 16.f * d;
-        coef[r] = fmaf(8.f, d, mn);
-      } else if constexpr (F == F_Q4_K) {
-        const uint4& hd = cur[r].meta;
-        const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
-        const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
-        const int j = c & 7;
-        unsigned sc, mn;
-        if (j < 4) {
-          sc = hdr_byte(hd, j) & 63u;
-          mn = hdr_byte(hd, j + 4) & 63u;
-        } else {
-          const unsigned b = hdr_byte(hd, j + 4);
-          sc = (b & 15u) | ((hdr_byte(hd, j - 4) >> 6) << 4);
-          mn = (b >> 4) | ((hdr_byte(hd, j) >> 6) << 4);
-        }
-        const float dl = d * (float)sc, ml = dmin * (float)mn;
-        scale[r] = 16.f * dl;
-        coef[r] = fmaf(8.f, dl, -ml);
-      } else if constexpr (F == F_Q6_K) {
-        const float d = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
-        scale[r] = 64.f * (d * (float)(signed char)(mw & 0xFF));
-        scale1[r] = 64.f * (d * (float)(signed char)((mw >> 8) & 0xFF));
-      } else {  // awq: (s, 1024 + z)
-        scale[r] = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
-        const __half zz = __ushort_as_half((unsigned short)(mw >> 16));
-        nlo[r] = __hmul2(__half2half2(zz), h2c(-1.f / 16.f));  // -(1024 + z) / 16
-        nhi[r] = __hadd2(nlo[r], h2c(60.f));                    // -(64 + z) / 16
-      }
-    }
+    for (int r = 0; r < R; ++r) chunk_consts<F>(cur[r], c, scale[r], scale1[r], coef[r], nlo[r], nhi[r]);
     float sx[MT];
 #pragma unroll
     for (int m = 0; m < MT; ++m) sx[m] = 0.f;
@@ -227,12 +344,26 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
       const unsigned char* meta, const __half* bias, int M, int N, int K, int gchunks) {           \
     gemv_packed<F, MT, R>(out, x, q, qh, meta, bias, M, N, K, gchunks);                            \
   }
-// MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block): M = 1 reads
-// 8 rows per block (8 x 16 B in flight per lane); M = 2..4 and 5..16 keep x reuse with 4 rows.
+// M = 1 kernels, gemv_r_<fmt>_r<R>u<U>k<KS>[n]: R rows per warp, U chunks per lane and row in flight,
+// KS of the block's 4 warps splitting K, n = no register prefetch (cuda_ops.gemv_m1_shape picks one).
+#define GEMV_ROWS(NAME, F, R, U, PF, KS, SFX)                                                      \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX(       \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
+      const unsigned char* meta, const __half* bias, int M, int N, int K, int gchunks) {           \
+    gemv_rows<F, R, U, PF, KS>(out, x, q, qh, meta, bias, N, K, gchunks);                          \
+  }
+// MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
+// and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
+// provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
 #define GEMV_PACKED_ALL(NAME, F) \
-  GEMV_PACKED(NAME, F, 1, 8)     \
   GEMV_PACKED(NAME, F, 4, 4)     \
-  GEMV_PACKED(NAME, F, 16, 4)
+  GEMV_PACKED(NAME, F, 16, 4)    \
+  GEMV_ROWS(NAME, F, 2, 1, true, 1, )    \
+  GEMV_ROWS(NAME, F, 4, 1, true, 1, )    \
+  GEMV_ROWS(NAME, F, 4, 1, false, 1, n)  \
+  GEMV_ROWS(NAME, F, 8, 1, false, 1, n)  \
+  GEMV_ROWS(NAME, F, 4, 1, true, 2, )    \
+  GEMV_ROWS(NAME, F, 4, 1, false, 2, n)
 
 GEMV_PACKED_ALL(q4_0, F_Q4_0)
 GEMV_PACKED_ALL(q4_1, F_Q4_1)

@@ -1,6 +1,7 @@
 """The sm_70 gate (CPU, runs in CI): every csrc/*.cu kernel compiles with NVRTC 12.9 to cubin for
 sm_70 and sm_90; no local memory (spills, stack) in any kernel, shared memory <= 96 KB, registers
-<= 255; on sm_70 the tensor-core GEMV shows HMMA.884 and the vectorized kernels 128-bit loads in
+<= 255; on sm_70 the tensor-core GEMV and every paged-attention kernel (decode/verify and prefill)
+show HMMA.884 and the vectorized kernels 128-bit loads in
 SASS (cuobjdump from the triton==3.6.0 wheel; the CUDA 13 tools refuse sm_70). Missing tools fail.
 """
 
@@ -14,17 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import attention_ops, build, cuda_ops
+from onecat.kernels import attention_ops, build, cuda_ops, sampling_ops
 from onecat.kernels.driver import Kernel
 
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
-TENSOR_CORE = {"gemv_f16_hmma"}
+ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._PREFILL.values()]}
+TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
               "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4",
-              *(k.name for k in attention_ops._DECODE.values()), "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
-VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in ("q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "awq") for m in (1, 4, 16)}
+              *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
+VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
+VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}
+VECTORIZED |= {"sample_f16_v8", "sample_f32_v4"}
 
 
 def _tool(name: str) -> Path:
@@ -53,7 +57,7 @@ def test_nvrtc_12_9_installed():
 
 def _kernels_by_source() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values()]:
+    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(sampling_ops).values()]:
         for kern in (k.values() if isinstance(k, dict) else [k]):
             if isinstance(kern, Kernel):
                 out.setdefault(kern.source, set()).add(kern.name)
@@ -125,3 +129,13 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
         assert int(local) == 0 and int(stack) == 0, f"{name}: LOCAL:{local} STACK:{stack}"
         assert int(shared) <= SMEM_LIMIT and int(reg) <= 255, name
         assert int(reg) == compiled(source, 70).usage[name]["registers"], name
+
+
+def test_attention_kernels_fit_volta():
+    """Paged attention on sm_70: two 128-thread blocks per SM fit Volta's 64K registers and 96 KB of
+    shared memory (static shared memory only: no dynamic opt-in needed below 48 KB)."""
+    c = {src: compiled(src, 70) for src in ("attention_decode.cu", "attention_prefill.cu")}
+    for name in ATTENTION:
+        u = next(cc.usage[name] for cc in c.values() if name in cc.usage)
+        assert u["smem"] <= 48 * 1024 and 2 * u["smem"] <= SMEM_LIMIT, (name, u)
+        assert 2 * 128 * u["registers"] <= 65536, (name, u)

@@ -129,6 +129,7 @@ def cases(quick: bool):
                 lambda a: 2 * (_nbytes(a[0]) + _nbytes(a[1]))))
     for b in (1, 32):
         out.append(("argmax", f"B={b} V=128256 fp16", lambda b=b: (_h(b, 128256),), lambda a: _nbytes(a[0])))
+    out += sampling_cases()
     shapes = LLAMA3_8B_GEMV[:1] if quick else LLAMA3_8B_GEMV
     for fmt in ("dense", "q4_0", "q8_0"):
         for n, k in shapes:
@@ -138,6 +139,21 @@ def cases(quick: bool):
                     return (_h(m, k), w, None)
                 out.append((f"linear {fmt}", f"M={m} N={n} K={k}", make,
                             lambda a: _nbytes(a[1]) + _nbytes(a[0]) + a[0].shape[0] * a[1].shape[0] * 2))
+    return out
+
+
+def sampling_cases():
+    """`sample` rows: GB/s counts one read of the logits (the kernel makes 2 to 10 passes over each
+    row: argmax, 4 top-k and 4 top-p radix passes when those filters are on, the Gumbel draw)."""
+    def make(b, v, top_k, top_p, temperature=0.7):
+        full = lambda x, dt: torch.full((b,), x, dtype=dt, device="cuda")  # noqa: E731
+        return (_h(b, v, scale=4.0), full(temperature, torch.float32), full(top_k, torch.int32),
+                full(top_p, torch.float32), full(0.0, torch.float32), torch.arange(b, device="cuda"),
+                torch.zeros(b, dtype=torch.int64, device="cuda"))
+    out = []
+    for b, v, k, p in ((1, 128256, 50, 0.9), (32, 128256, 50, 0.9), (32, 262144, 0, 0.95), (256, 128256, 0, 1.0)):
+        out.append(("sample", f"B={b} V={v} k={k} p={p}", lambda b=b, v=v, k=k, p=p: make(b, v, k, p),
+                    lambda a: _nbytes(a[0])))
     return out
 
 

@@ -13,6 +13,7 @@ import torch
 
 from . import inputs
 from . import reference as ref
+from . import sampling_ops
 from .attention_metadata import AttentionMetadata
 from .registry import OpSpec, Problem, registry
 
@@ -42,6 +43,10 @@ for _name, _fn in [
 ]:
     registry.declare(OpSpec(_name, _fn, doc=(_fn.__doc__ or "").strip(), make_inputs=getattr(inputs, _name),
                             tolerances=_TOLERANCES[_name], outputs=_OUTPUTS.get(_name)))
+# sample: the reference and its input generator live in sampling_ops; token ids must match exactly.
+registry.declare(OpSpec("sample", sampling_ops.sample_reference,
+                        doc=(sampling_ops.sample_reference.__doc__ or "").strip(), make_inputs=sampling_ops.sample_inputs,
+                        tolerances={"float16": 0.0, "bfloat16": 0.0, "float32": 0.0}))
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,6 +128,10 @@ def _params_argmax(logits):
                         and (logits.dim() <= 2 or logits.is_contiguous()))
 
 
+def _params_sample(logits, temperature, top_k, top_p, min_p, seed, offset):
+    return sampling_ops.problem_facts(logits, temperature, top_k, top_p, min_p, seed, offset)
+
+
 _PARAMS = {name: globals()[f"_params_{name}"] for name in registry.ops}
 
 
@@ -174,7 +183,15 @@ def argmax(logits):
     return _dispatch("argmax", logits)
 
 
+def sample(logits, temperature, top_k, top_p, min_p, seed, offset):
+    """One token id per row (int64 [B]): min-p, top-k, top-p, then a seeded Gumbel-max draw; see
+    sampling_ops.sample_reference for the exact semantics and argument dtypes."""
+    return _dispatch("sample", logits, temperature, top_k, top_p, min_p, seed, offset)
+
+
 from . import cuda_ops  # noqa: E402  (registers the CUDA providers)
 
 cuda_ops.register(registry)
 from . import attention_ops  # noqa: E402,F401  (registers the attention providers)
+
+sampling_ops.register(registry)

@@ -14,6 +14,9 @@ COMMANDS = {
     "report": ("onecat.bench.report:main", "Markdown report and PNG plots from JSONL files"),
     "run": ("onecat.bench.config:main", "run a bench configuration (configs/bench/*.yaml)"),
     "cpu-decode": ("onecat.bench.cpu_decode:main", "CPU batch-1 decode and load time, onecat vs HF transformers"),
+    "spec": ("onecat.bench.spec:main", "speculative decoding: acceptance length and speedup vs spec off"),
+    "peers": ("onecat.bench.peers:main", "decode: onecat vs llama.cpp vs HF transformers, same shapes and GGUFs"),
+    "synth-gguf": ("onecat.bench.synth_gguf:main", "GGUF of a real shape with generated weights in real formats"),
 }
 
 
@@ -32,3 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0 if not argv or argv[0] in ("-h", "--help") else 2)
     module, func = COMMANDS[argv[0]][0].split(":")
     getattr(importlib.import_module(module), func)(argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -100,8 +100,11 @@ def model_info(llm) -> ModelInfo:
     runner = llm.engine.runner
     loaded = runner.loaded
     fmt = loaded.weight_format
-    if loaded.source.endswith(".gguf"):
-        fmt += ", dequantized to " + str(runner.dtype).removeprefix("torch.") + " at load"
+    if getattr(loaded, "dense", True):  # loaders without the flag always dequantized
+        if loaded.source.endswith(".gguf"):
+            fmt += ", dequantized to " + str(runner.dtype).removeprefix("torch.") + " at load"
+    else:
+        fmt += ", projections kept quantized (prepared for the device at load)"
     return ModelInfo.from_spec(loaded.spec, name=llm.engine.model_name, source=loaded.source, weight_format=fmt,
                                compute_dtype=str(runner.dtype).removeprefix("torch."))
 

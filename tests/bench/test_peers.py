@@ -1,0 +1,92 @@
+"""`onecat-bench peers` end to end on the CPU: a tiny shape, HF transformers and onecat's engine
+really run (child processes), llama.cpp is skipped with its reason (no binaries here), and the run
+leaves contract records and one Markdown report. The llama.cpp output parsers are checked on
+output recorded from the real tools (tests/bench/data/)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from onecat.bench.contract import read_jsonl
+from onecat.bench.peer_runners import parse_llama_batched, parse_llama_bench
+from onecat.bench.peers import main as peers_main
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_peers_command_on_cpu(tmp_path):
+    out = tmp_path / "peers"
+    peers_main(["--out", str(out), "--configs", "tiny-llama:Q4_0", "--batched", "tiny-llama:Q4_0=2",
+                "--gguf-dir", str(tmp_path / "gguf"), "--llama-cpp-bin", str(tmp_path / "no-llama"),
+                "--device", "cpu", "--prompt-len", "16", "--gen", "4", "--repeats", "1", "--batched-repeats", "1",
+                "--threads", "1"])
+    recs = read_jsonl(str(out / "peers.jsonl"))
+    by = {(r.engine.split()[0], r.workload.batch): r for r in recs}
+    assert set(by) == {("llama.cpp", 1), ("hf-transformers", 1), ("onecat", 1), ("onecat", 2)}
+    assert "no llama-bench under" in by[("llama.cpp", 1)].errors["skipped"]
+    for key in (("hf-transformers", 1), ("onecat", 1), ("onecat", 2)):
+        r = by[key]
+        assert r.metrics["decode_tok_s"].median > 0 and r.metrics["decode_tok_s"].n == 1, key
+        assert r.workload.input_len == 16 and r.workload.output_len == 4 and r.sampling.ignore_eos
+        assert r.machine.cpu and r.model.layers == 2
+    oc = by[("onecat", 1)]
+    assert oc.model.source.endswith("tiny-llama.Q4_0.gguf") and "engine: gguf:Q4_0" in oc.model.weight_format
+    assert oc.metrics["weight_bandwidth"].median > 0 and oc.runtime.prefix_cache == "disabled"
+    assert by[("hf-transformers", 1)].model.compute_dtype == "float32"
+    report = (out / "peers.md").read_text()
+    assert report.count("| tiny-llama |") == 4
+    assert "Not measured:" in report and "no llama-bench under" in report
+    assert "onecat / hf-transformers" in report
+    # a second run reuses the synthesized file (its sidecar matches) and appends its records
+    gguf_file = tmp_path / "gguf" / "tiny-llama.Q4_0.gguf"
+    mtime = gguf_file.stat().st_mtime_ns
+    peers_main(["--out", str(out), "--configs", "tiny-llama:Q4_0", "--engines", "llama.cpp", "--batched",
+                "--gguf-dir", str(tmp_path / "gguf"), "--llama-cpp-bin", str(tmp_path / "no-llama")])
+    assert len(read_jsonl(str(out / "peers.jsonl"))) == len(recs) + 1
+    assert gguf_file.stat().st_mtime_ns == mtime
+
+
+def test_bad_config_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="SHAPE:TYPE"):
+        peers_main(["--out", str(tmp_path), "--configs", "llama9:Q4_0", "--synth-only"])
+    with pytest.raises(ValueError, match="unknown file type"):
+        peers_main(["--out", str(tmp_path), "--configs", "tiny-llama:Q9", "--synth-only"])
+
+
+def test_llama_bench_json_is_parsed():
+    """llama-bench -o json as printed on the H200 (smollm2-135m Q4_1, -d 0,512 -r 5)."""
+    with open(os.path.join(DATA, "llama_bench_smollm2_h200.json")) as fh:
+        out = fh.read()
+    res = parse_llama_bench(out, "", "smollm2-135m", "Q4_1")
+    assert [(r.prompt_len, r.batch, r.gen) for r in res] == [(0, 1, 128), (512, 1, 128)]
+    for r in res:
+        assert len(r.tok_s) == 5 and 800 < min(r.tok_s) and len(r.prefill_tok_s) == 5
+        assert r.details["build_commit"] == "0c1e57098" and r.details["flash_attn"] == 1
+    assert res[1].details["test"] == "tg128 @ d512" and res[1].details["prefill_test"] == "pp512 @ d512"
+    with pytest.raises(RuntimeError, match="no JSON"):
+        parse_llama_bench("error: failed to load model", "", "smollm2-135m", "Q4_1")
+
+
+def test_llama_batched_bench_jsonl_is_parsed():
+    """llama-batched-bench --output-format jsonl as printed on the H200 (llama3-8b Q4_0, -npl 32,64)."""
+    with open(os.path.join(DATA, "llama_batched_bench_h200.txt")) as fh:
+        out = fh.read()
+    res = parse_llama_batched(out, "", "llama3-8b", "Q4_0")
+    assert [(r.batch, r.prompt_len, r.gen) for r in res] == [(32, 512, 128), (64, 512, 128)]
+    assert [round(r.tok_s[0], 1) for r in res] == [3292.1, 4535.4]
+    assert res[1].details["t_tg_s"] == pytest.approx(1.806226)
+    with pytest.raises(RuntimeError, match="no jsonl"):
+        parse_llama_batched("main: error", "", "llama3-8b", "Q4_0")
+
+
+def test_h200_peers_config_parses():
+    from onecat.bench.config import load
+    from onecat.bench.peers import build_parser
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    command, argv = load(os.path.join(root, "configs", "bench", "h200_peers.yaml"))
+    a = build_parser().parse_args(argv)
+    assert command == "peers" and a.batched == ["llama3-8b:Q4_0=32,64"]
+    assert a.configs == ["smollm2-135m:Q4_1", "llama3-8b:Q4_0", "llama3-8b:Q4_K_M"]

@@ -67,7 +67,7 @@ def _k4_scale_min(sc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def _k4_fields(sc: torch.Tensor, mn: torch.Tensor) -> torch.Tensor:
     """6-bit (scale, min) int64 [..., 8] each -> uint8 [..., 12]: field j = sc_j | mn_j << 6 at bit 12 j."""
     f = sc | (mn << 6)
-    bits = torch.zeros(f.shape[:-1], dtype=torch.int64)
+    bits = torch.zeros(f.shape[:-1], dtype=torch.int64, device=f.device)
     words = [bits.clone() for _ in range(3)]
     for j in range(8):
         off = 12 * j
@@ -206,7 +206,7 @@ def _pack_nibbles(q: torch.Tensor) -> torch.Tensor:
     """codes [N, K] (0..15, logical order) -> uint8 [N, K/2] in the NIBBLE_SHIFT word layout."""
     n, k = q.shape
     g = q.reshape(n, k // 8, 8).to(torch.int64)
-    word = torch.zeros(n, k // 8, dtype=torch.int64)
+    word = torch.zeros(n, k // 8, dtype=torch.int64, device=q.device)
     for e, s in enumerate(NIBBLE_SHIFT):
         word |= g[..., e] << s
     return _words_to_bytes(word).reshape(n, k // 2)
@@ -234,7 +234,7 @@ _Q6_POS = (4, 20, 8, 24, 6, 22, 10, 26)
 
 def _q6_hi_word(ha: torch.Tensor, hb: torch.Tensor) -> torch.Tensor:
     """two [.., 8] 2-bit groups -> int64 word."""
-    w = torch.zeros(ha.shape[:-1], dtype=torch.int64)
+    w = torch.zeros(ha.shape[:-1], dtype=torch.int64, device=ha.device)
     for e, p in enumerate(_Q6_POS):
         w |= ha[..., e].to(torch.int64) << p
         w |= hb[..., e].to(torch.int64) << ((p + 8) % 32)
@@ -323,11 +323,11 @@ class PackedWeight:
 
 
 def pack(weight: GGUFWeight) -> PackedWeight:
-    """GGUF blocks -> PackedWeight (done once at load; runs on the weight's device's CPU copy)."""
+    """GGUF blocks -> PackedWeight (done once at load, with torch ops on the weight's own device)."""
     t = weight.ggml_type
     n, k = weight.shape
     dev = weight.raw.device
-    c = _gguf_codes(weight.raw.cpu(), t, n, k)
+    c = _gguf_codes(weight.raw, t, n, k)  # on the weight's device: a GPU packs 8B of weights in seconds
     qh = None
     f16b = lambda v: v.half().contiguous().view(torch.uint8).reshape(n, -1)  # noqa: E731
     if t == "q8_0":
@@ -361,7 +361,7 @@ def _awq_unpack(packed: torch.Tensor) -> torch.Tensor:
     """int32 [R, C] (AutoAWQ interleaved) -> int64 [R, 8C]."""
     p = packed.to(torch.int64) & 0xFFFFFFFF
     r, cols = p.shape
-    out = torch.empty(r, cols, 8, dtype=torch.int64)
+    out = torch.empty(r, cols, 8, dtype=torch.int64, device=packed.device)
     for i, col in enumerate(AWQ_PACK_ORDER):
         out[..., col] = (p >> (4 * i)) & 0xF
     return out.reshape(r, cols * 8)
@@ -375,9 +375,9 @@ def pack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, 
     g = group_size
     if k % g or g % 32:
         raise ValueError(f"AWQ: K={k} must be a multiple of group_size={g}, itself a multiple of 32")
-    q = _awq_unpack(qweight.cpu()).t().contiguous()  # [N, K]
-    z = _awq_unpack(qzeros.cpu()).t()  # [N, K/G]
-    s = scales.cpu().to(torch.float16).t()
+    q = _awq_unpack(qweight).t().contiguous()  # [N, K]
+    z = _awq_unpack(qzeros).t()  # [N, K/G]
+    s = scales.to(torch.float16).t()
     meta = torch.stack([s, (z + 1024).to(torch.float16)], dim=-1).contiguous().view(torch.uint8).reshape(n, -1)
     return PackedWeight("awq", (n, k), _pack_nibbles(q).to(dev), meta.contiguous().to(dev), None, g)
 

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 import torch
 
 
+def batch_bucket(n: int) -> int:
+    """The batch size launches are planned for: 1, 2, 4, 8, then multiples of 8 (vLLM's CUDA-graph
+    sizes). Decode captured for a bucket and decode run eagerly at any batch inside it then use the
+    same split-KV plan, hence the same fp32 summation order and the same tokens."""
+    if n <= 8:
+        return 1 if n <= 1 else 1 << (n - 1).bit_length()
+    return -(-n // 8) * 8
+
+
 @dataclass
 class AttentionMetadata:
     """Where each request's new tokens sit in the flat batch and where its context lives.

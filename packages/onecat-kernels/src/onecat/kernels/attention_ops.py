@@ -22,6 +22,7 @@ import torch
 
 from . import reference as ref
 from . import cuda_ops
+from .attention_metadata import batch_bucket
 from .cuda_ops import _aligned, _common, _empty, _need, available
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
@@ -134,7 +135,10 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     rows, key_tile = tiles[d]
     nchunks = -(-metadata.max_query_len * group // rows)
     span = metadata.max_seq_len if window <= 0 else min(metadata.max_seq_len, window + metadata.max_query_len - 1)
-    nparts, part = split_kv_plan(b, hk, nchunks, span, key_tile, _sm_count(query.device), t, hq, d)
+    # planned for the batch bucket (a CUDA graph's batch), so eager and captured decode split alike
+    planned_t = t if metadata.max_query_len > 1 else batch_bucket(t)
+    nparts, part = split_kv_plan(batch_bucket(b), hk, nchunks, span, key_tile, _sm_count(query.device), planned_t,
+                                 hq, d)
     part_o = part_ml = None
     if nparts > 1:
         part_o = torch.empty((nparts, t, hq, d), dtype=torch.float32, device=query.device)

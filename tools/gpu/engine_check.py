@@ -1,17 +1,19 @@
-"""The engine's CUDA route against its CPU reference route, on a SmolLM2-shaped Llama with
-generated weights (the real GGUF is too large to carry to the GPU machine).
+"""The engine's CUDA route against its CPU reference route, on a SmolLM2- or llama3-8b-shaped
+Llama with generated weights (the real GGUF is too large to carry to the GPU machine).
 
 Runs the real Scheduler + KVCacheManager + ModelRunner (no tokenizer: token ids in, token ids
 out) for a few greedy requests on CUDA/float16 with whatever kernels the registry admits, then
 scores the same sequences on the CPU/float32 reference route and checks that every generated
-token equals the reference argmax wherever the reference's top-2 gap exceeds 0.5. Prints the
-admitted route last.
+token equals the reference argmax wherever the reference's top-2 gap exceeds 0.5. The CUDA run
+is made twice, eagerly and with decode CUDA graphs: their greedy tokens must be identical. Prints
+the decode step times of both and the admitted route last.
 
-    python3 tools/gpu/engine_check.py
+    python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -27,21 +29,31 @@ from onecat.serve.request import Request, RequestStatus
 from onecat.serve.sampling_params import SamplingParams
 from onecat.serve.scheduler import Scheduler
 
-SPEC = ModelSpec(architecture="llama", name="smollm2-135m-shape (generated weights)", num_layers=30,
-                 hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3, head_dim=64,
-                 vocab_size=49152, max_position=8192, rope_theta=100000.0, rope_interleaved=True,
-                 tie_word_embeddings=True)
+SPECS = {
+    "smollm2-135m": ModelSpec(architecture="llama", name="smollm2-135m-shape (generated weights)", num_layers=30,
+                              hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3, head_dim=64,
+                              vocab_size=49152, max_position=8192, rope_theta=100000.0, rope_interleaved=True,
+                              tie_word_embeddings=True),
+    "llama3-8b": ModelSpec(architecture="llama", name="llama3-8b-shape (generated weights)", num_layers=32,
+                           hidden_size=4096, intermediate_size=14336, num_heads=32, num_kv_heads=8, head_dim=128,
+                           vocab_size=128256, max_position=8192, rope_theta=500000.0, rope_interleaved=False,
+                           tie_word_embeddings=False),
+}
+SPEC = SPECS["smollm2-135m"]
 GAP = 0.5
 
 
 def build(device: str, dtype: torch.dtype) -> LoadedModel:
-    g = torch.Generator().manual_seed(0)
+    """Weights drawn on the GPU when there is one (fast for 8B), the same values on every route."""
+    gen_dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator(gen_dev).manual_seed(0)
     model = LlamaForCausalLM(SPEC, dtype, torch.device(device))
     for name in sorted(model.expected_weights()):
         shape = _shape(name)
-        std = 1.0 if "embed" in name else (0.0 if "norm" in name else 0.04)
-        t = torch.randn(shape, generator=g) * std + (1.0 if "norm" in name else 0.0)
+        std = 1.0 if "embed" in name else (0.0 if "norm" in name else 0.5 / SPEC.hidden_size ** 0.5)
+        t = torch.randn(shape, generator=g, device=gen_dev) * std + (1.0 if "norm" in name else 0.0)
         model.load_weight(name, t.to(device=device, dtype=dtype))
+        del t
     return LoadedModel(SPEC, model, None, "generated", "dense")
 
 
@@ -52,7 +64,7 @@ def _shape(name: str) -> tuple[int, ...]:
              "self_attn.q_proj.weight": (s.q_size, H), "self_attn.k_proj.weight": (s.kv_size, H),
              "self_attn.v_proj.weight": (s.kv_size, H), "self_attn.o_proj.weight": (H, s.q_size),
              "mlp.gate_proj.weight": (s.intermediate_size, H), "mlp.up_proj.weight": (s.intermediate_size, H),
-             "mlp.down_proj.weight": (H, s.intermediate_size)}
+             "mlp.down_proj.weight": (H, s.intermediate_size), "lm_head.weight": (s.vocab_size, H)}
     return table.get(name) or table[name.split(".", 3)[3]]
 
 
@@ -79,14 +91,36 @@ def generate(runner: ModelRunner, prompts: list[list[int]], max_tokens: int) -> 
 
 
 def main() -> int:
+    global SPEC
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", choices=sorted(SPECS), default="smollm2-135m")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    args = ap.parse_args()
+    SPEC = SPECS[args.shape]
     if not torch.cuda.is_available():
         print("no CUDA device")
         return 2
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, SPEC.vocab_size, (n,), generator=g).tolist() for n in (7, 33, 130, 300)]
-    cfg = EngineConfig(model=ModelConfig(device="cuda"), cache=CacheConfig(num_blocks=256))
-    gpu = ModelRunner(cfg, loaded=build("cuda", torch.float16))
-    outs, steps = generate(gpu, prompts, 32)
+    loaded = build("cuda", torch.float16)
+    runs = {}
+    for mode, eager in (("eager", True), ("graphs", False)):
+        cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager), cache=CacheConfig(num_blocks=256))
+        runner = ModelRunner(cfg, loaded=loaded)
+        print(f"{mode}: {runner.graph_status}")
+        runs[mode] = generate(runner, prompts, args.max_tokens) + (runner,)
+        one = generate(runner, prompts[:1], 64)[1]  # batch-1 decode steps
+        one.sort()
+        runs[mode] += (one,)
+    outs, gpu = runs["graphs"][0], runs["graphs"][2]
+    same = outs == runs["eager"][0]
+    for mode, (_, steps, _, one) in runs.items():
+        steps = sorted(steps)
+        print(f"{mode}: decode step batch 4 median {1e3 * steps[len(steps) // 2]:.3f} ms, batch 1 median "
+              f"{1e3 * one[len(one) // 2]:.3f} ms (min {1e3 * one[0]:.3f}) -- host-timed smoke figures, "
+              f"scheduler not included, not a benchmark")
+    del runs, loaded
+    torch.cuda.empty_cache()
     cpu = ModelRunner(EngineConfig(model=ModelConfig(device="cpu"), cache=CacheConfig(num_blocks=4)),
                       loaded=build("cpu", torch.float32))
     checked = mismatched = 0
@@ -99,14 +133,13 @@ def main() -> int:
         mismatched += int((clear & ~agree).sum())
         if (clear & ~agree).any():
             break  # after a clear mismatch the sequences legitimately part
-    steps.sort()
-    print(f"greedy tokens vs CPU float32 reference: {checked} clear positions checked, {mismatched} mismatched")
-    print(f"decode step (batch <= 4, eager, reference attention) median {steps[len(steps) // 2] * 1e3:.2f} ms "
-          f"(a smoke figure, not a benchmark)")
+    print(f"shape {args.shape}: greedy tokens (CUDA graphs) vs CPU float32 reference: {checked} clear positions "
+          f"checked, {mismatched} mismatched")
+    print(f"greedy tokens with CUDA graphs == eager: {same}")
     print("admitted route on", torch.cuda.get_device_name(0))
     for row in gpu.route_report():
         print(f"  {row['problem']} -> {row['provider']}")
-    return 0 if mismatched == 0 and checked > 0 else 1
+    return 0 if mismatched == 0 and checked > 0 and same else 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ class ModelConfig:
     dtype: str = "auto"  # auto (float32 on CPU, float16 on CUDA) | float32 | float16 | bfloat16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     max_model_len: int | None = None  # default: the checkpoint's context length
+    dense: bool = False  # True: dequantize quantized checkpoints at load (default: keep their format)
+    enforce_eager: bool = False  # True: no CUDA graphs (decode steps launch kernel by kernel)
 
 
 @dataclass
@@ -32,10 +34,17 @@ class SchedulerConfig:
 
 @dataclass
 class SpecConfig:
-    method: str = "none"  # none | ngram
+    method: str = "none"  # none | ngram | draft | mtp
     num_speculative_tokens: int = 5  # drafts per step at most (verify steps feed k + 1 tokens)
     ngram_min: int = 2
     ngram_max: int = 4
+    # method draft: either the target's first draft_layers blocks (+ final norm, LM head; self-
+    # speculation sharing the target's weights), or a checkpoint (GGUF / HF dir) with the target's vocabulary
+    draft_layers: int = 0
+    draft_model: str | None = None
+    draft_num_blocks: int | None = None  # the draft's own KV pool; None: as many blocks as the target's
+    # method mtp: safetensors file(s) (a file or a directory) holding the MTP layer under its checkpoint names
+    mtp_path: str | None = None
 
 
 @dataclass

@@ -110,9 +110,9 @@ class KVGroupConfig(CacheConfig):
 
 @dataclass
 class SpecConfig(EngineSpecConfig):
-    """The `spec` group: the engine's speculative decoding (method none | ngram: EngineSpecConfig's
-    fields) plus the routes it cannot run yet (dflash: a drafter model; mtp: the target's MTP
-    layer). num_speculative_tokens is ignored with method none."""
+    """The `spec` group: the engine's speculative decoding (method none | ngram | draft | mtp:
+    EngineSpecConfig's fields) plus the route it cannot run yet (dflash: a block-diffusion drafter).
+    num_speculative_tokens is ignored with method none."""
 
     draft_name: str = ""
     draft_kv_dtype: str = "float16"
@@ -221,7 +221,7 @@ def _plain(x: Any) -> Any:
 
 # -- finalize ---------------------------------------------------------------------------------------
 DTYPES = ("float16", "float32", "bfloat16")
-SPEC_METHODS = ("none", "ngram", "dflash", "mtp")  # the engine runs none and ngram
+SPEC_METHODS = ("none", "ngram", "draft", "dflash", "mtp")  # the engine runs none, ngram, draft and mtp
 KV_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "bfloat16",
              "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -374,8 +374,15 @@ def finalize(cfg: DictConfig | OnecatConfig, here: Device | None = None) -> Rout
         problems.append(f"spec={sp.method} needs num_speculative_tokens >= 1")
     if sp.method == "ngram" and not 1 <= sp.ngram_min <= sp.ngram_max:
         problems.append(f"spec.ngram_min={sp.ngram_min} / ngram_max={sp.ngram_max}: need 1 <= min <= max")
-    if sp.method == "mtp" and not shape.mtp_layers:
-        problems.append(f"spec=mtp but model={c.model.name} declares no MTP layers (shape.mtp_layers)")
+    if sp.method == "mtp" and not shape.mtp_layers and not sp.mtp_path:
+        problems.append(f"spec=mtp but model={c.model.name} declares no MTP layers (shape.mtp_layers) "
+                        f"and spec.mtp_path is unset")
+    if sp.method == "draft":
+        if (sp.draft_layers > 0) == bool(sp.draft_model):
+            problems.append(f"spec=draft needs exactly one of spec.draft_layers (the target's first N blocks) and "
+                            f"spec.draft_model (a checkpoint); got {sp.draft_layers} and {sp.draft_model!r}")
+        elif sp.draft_layers > shape.num_layers:
+            problems.append(f"spec.draft_layers={sp.draft_layers}: model={c.model.name} has {shape.num_layers} layers")
 
     # kernels: op and provider names must exist (pins act at configure time)
     pins = c.kernels.all_pins()
@@ -424,8 +431,11 @@ def engine_gaps(route: Route) -> list[str]:
     if c.parallel.tp > 1 or c.parallel.pp > 1:
         gaps.append(f"parallel.tp={c.parallel.tp} pp={c.parallel.pp}: the engine runs on one device "
                     f"(no tensor/pipeline parallelism yet)")
-    if c.spec.method not in ("none", "ngram"):
-        gaps.append(f"spec={c.spec.method}: the engine drafts with n-grams only (no {c.spec.method} proposer yet)")
+    if c.spec.method not in ("none", "ngram", "draft", "mtp"):
+        gaps.append(f"spec={c.spec.method}: the engine drafts with n-grams, draft models and MTP heads "
+                    f"(no {c.spec.method} proposer yet)")
+    elif c.spec.method == "mtp" and not c.spec.mtp_path:
+        gaps.append("spec=mtp: no MTP head weights here (set spec.mtp_path to the safetensors holding the MTP layer)")
     if shape.architecture not in supported_architectures():
         gaps.append(f"model={c.model.name}: architecture {shape.architecture!r} has no onecat.models adapter "
                     f"(supported: {', '.join(a for a in supported_architectures() if a.islower())})")

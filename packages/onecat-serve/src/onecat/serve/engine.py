@@ -10,7 +10,9 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-from onecat.spec import NgramProposer
+from onecat.models.loader import load_model
+from onecat.spec import NgramProposer, ProposeRequest
+from onecat.spec.draft import DraftModelProposer, check_same_vocabulary, truncated_model
 
 from .config import EngineConfig, SpecConfig
 from .detokenizer import IncrementalDetokenizer
@@ -18,6 +20,7 @@ from .kv_cache_manager import KVCacheManager
 from .model_runner import ModelRunner
 from .outputs import CompletionOutput, Logprob, RequestOutput, TokenLogprobs
 from .request import Request, RequestStatus
+from .sampler import draft_chooser
 from .sampling_params import SamplingParams
 from .scheduler import Scheduler
 
@@ -44,7 +47,7 @@ class LLMEngine:
         self.seq_group: dict[str, str] = {}  # sequence id -> request id
         self.eos_token_ids = frozenset(self.tokenizer.eos_token_ids)
         self.model_name = self.config.model.served_model_name or _model_name(self.runner.loaded)
-        self.proposer = make_proposer(self.config.spec)
+        self.proposer = make_proposer(self.config, self.runner)
 
     # -- requests -----------------------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int]) -> list[int]:
@@ -104,6 +107,8 @@ class LLMEngine:
         for s in group.seqs:
             self.scheduler.finish(s.request_id, RequestStatus.FINISHED_ABORTED)
             self.runner.release(s.request_id)
+            if self.proposer is not None:
+                self.proposer.release(s.request_id)
             self.seq_group.pop(s.request_id, None)
 
     def has_unfinished_requests(self) -> bool:
@@ -114,6 +119,9 @@ class LLMEngine:
         if self.proposer is not None:
             self._propose()
         sched = self.scheduler.schedule()
+        if self.proposer is not None:
+            for rid in sched.preempted:  # recomputed from scratch when readmitted: drop draft state
+                self.proposer.release(rid)
         if sched.is_empty:
             if self.groups and not self.scheduler.has_unfinished():
                 raise RuntimeError("engine has requests but nothing to schedule")
@@ -123,14 +131,25 @@ class LLMEngine:
                                    f"({self.kv.num_blocks} blocks of {self.kv.block_size} tokens)")
             return []
         sampled = self.runner.execute(sched)
+        if self.runner.keep_hidden and hasattr(self.proposer, "observe_hidden"):  # MTP: the target's hidden states
+            self.proposer.observe_hidden(self.runner.last_hidden)
         updated = self.scheduler.update_from_output(sched, sampled)
         return self._postprocess(updated)
 
     def _propose(self) -> None:
         k = self.config.spec.num_speculative_tokens
+        model_drafter = getattr(self.proposer, "needs_chooser", False)
+        reqs, asks = [], []
         for req in self.scheduler.running:
             if req.num_computed_tokens == req.num_tokens - 1 and not req.spec_token_ids:
-                prop = self.proposer.propose(req.request_id, req.all_token_ids, k)
+                room = min(k, self.max_model_len - req.num_tokens, req.max_tokens - req.num_output_tokens - 1)
+                if room <= 0:
+                    continue
+                choose = draft_chooser(self.runner.sample_row(req, with_generator=False)) if model_drafter else None
+                reqs.append(req)
+                asks.append(ProposeRequest(req.request_id, req.all_token_ids, room, choose, req.params.seed))
+        if asks:
+            for req, prop in zip(reqs, self.proposer.propose_batch(asks)):
                 req.spec_token_ids, req.spec_probs = prop.token_ids, prop.probs
 
     def _postprocess(self, updated: list[Request]) -> list[RequestOutput]:
@@ -199,15 +218,57 @@ class LLMEngine:
             "prefix_cache_hits": self.kv.prefix_hits, "num_preemptions": self.scheduler.num_preemptions,
             "spec_drafts_proposed": self.scheduler.spec_proposed, "spec_drafts_accepted": self.scheduler.spec_accepted,
             "spec_accepted_per_position": dict(sorted(self.scheduler.spec_accepted_at.items())),
+            **self._draft_stats(),
         }
 
+    def _draft_stats(self) -> dict:
+        kv = getattr(self.proposer, "kv", None)
+        if kv is None:
+            return {}
+        return {"spec_draft_num_free_blocks": kv.num_free_blocks, "spec_draft_num_total_blocks": kv.num_blocks,
+                "spec_draft_prefix_cache_hits": kv.prefix_hits}
 
-def make_proposer(spec: SpecConfig):
+
+def make_proposer(config: EngineConfig, runner: ModelRunner):
+    spec = config.spec
     if spec.method == "none":
         return None
     if spec.method == "ngram":
         return NgramProposer(spec.num_speculative_tokens, spec.ngram_min, spec.ngram_max)
-    raise ValueError(f"spec.method must be one of none, ngram; got {spec.method!r}")
+    if spec.method == "draft":
+        return DraftModelProposer(*_draft_runner(config, runner, _draft_model(spec, runner)),
+                                  spec.num_speculative_tokens, config.seed)
+    if spec.method == "mtp":
+        from onecat.spec.mtp import MTPProposer, load_mtp_head
+
+        head = load_mtp_head(spec.mtp_path, runner.loaded, runner.dtype, runner.device)
+        mtp_runner, kv = _draft_runner(config, runner, head, prefix_caching=False)
+        runner.keep_hidden = True
+        return MTPProposer(mtp_runner, kv, runner, spec.num_speculative_tokens, config.seed)
+    raise ValueError(f"spec.method must be one of none, ngram, draft, mtp; got {spec.method!r}")
+
+
+def _draft_model(spec: SpecConfig, runner: ModelRunner):
+    if (spec.draft_layers > 0) == bool(spec.draft_model):
+        raise ValueError("spec.method=draft needs exactly one of spec.draft_layers (the target's first N blocks) "
+                         f"and spec.draft_model (a checkpoint path); got draft_layers={spec.draft_layers}, "
+                         f"draft_model={spec.draft_model!r}")
+    if spec.draft_layers:
+        return truncated_model(runner.loaded, spec.draft_layers)
+    loaded = load_model(spec.draft_model, runner.dtype, runner.device, progress=False)
+    check_same_vocabulary(runner.loaded, loaded)
+    return loaded
+
+
+def _draft_runner(config: EngineConfig, runner: ModelRunner, loaded,
+                  prefix_caching: bool = True) -> tuple[ModelRunner, KVCacheManager]:
+    """The drafter's own ModelRunner (its own KV tensors) and KVCacheManager (its own block pool)."""
+    cache = replace(config.cache, num_blocks=config.spec.draft_num_blocks or runner.num_blocks)
+    # eager: drafters step through last_logits, never through the decode graphs
+    model = replace(config.model, max_model_len=runner.max_model_len, enforce_eager=True)
+    draft = ModelRunner(replace(config, model=model, cache=cache), loaded=loaded, progress=False)
+    caching = prefix_caching and config.cache.enable_prefix_caching
+    return draft, KVCacheManager(draft.num_blocks, draft.block_size, caching)
 
 
 def _model_name(loaded) -> str:

@@ -16,6 +16,7 @@ from onecat.kernels import AttentionMetadata, registry
 from onecat.models.loader import LoadedModel, load_model
 
 from .config import CacheConfig, EngineConfig
+from .cuda_graph import DecodeGraphs, GraphCaptureRefused
 from .sampler import SampleRow, sample, sample_with_drafts
 from .scheduler import SchedulerOutput
 
@@ -55,13 +56,18 @@ class ModelRunner:
         self.max_model_len = min(config.model.max_model_len or self.spec.max_position, self.spec.max_position)
         self.block_size = config.cache.block_size
         self.num_blocks = self._num_blocks(config.cache)
-        shape = (self.num_blocks, self.block_size, self.spec.num_kv_heads, self.spec.head_dim)
+        # on CUDA one spare block past num_blocks (no request owns it): CUDA-graph padding rows write there
+        spare = 1 if self.device.type == "cuda" else 0
+        shape = (self.num_blocks + spare, self.block_size, self.spec.num_kv_heads, self.spec.head_dim)
         self.kv_caches = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
                            torch.zeros(shape, dtype=self.dtype, device=self.device))
                           for _ in self.spec.attention_layers]
         self.generators: dict[str, torch.Generator] = {}
+        self.keep_hidden = False  # MTP drafting: keep the scored positions' final hidden states
+        self.last_hidden: dict[str, tuple[int, torch.Tensor]] = {}
         self._seed_source = torch.Generator().manual_seed(config.seed)
         self._warm_up()
+        self.graphs, self.graph_status = self._capture_graphs()
 
     def _num_blocks(self, cache: CacheConfig) -> int:
         if cache.num_blocks:
@@ -89,6 +95,31 @@ class ModelRunner:
         with torch.inference_mode():
             self.model.compute_logits(self.model.forward(ids, pos, self.kv_caches, md)[-1:])
 
+    def _capture_graphs(self) -> tuple[DecodeGraphs | None, str]:
+        """Decode CUDA graphs for batch 1..max_num_seqs, or None and the reason (eager stays correct)."""
+        if self.device.type != "cuda":
+            return None, "eager: not a CUDA device"
+        if self.config.model.enforce_eager:
+            return None, "eager: model.enforce_eager is set"
+        graphs = DecodeGraphs(self.model, self.kv_caches, self.device, self.block_size, self.max_model_len,
+                              pad_block=self.num_blocks, max_batch=self.config.scheduler.max_num_seqs)
+        try:
+            graphs.capture()
+        except GraphCaptureRefused as e:
+            log.warning("decode stays eager: %s", e)
+            return None, f"eager: {e}"
+        return graphs, f"CUDA graphs for decode batches {graphs.buckets}"
+
+    def _decode_by_graph(self, out: SchedulerOutput) -> dict[str, list[tuple[int, object]]] | None:
+        """A plain decode step (one token per request, no drafts) replayed from a graph, else None."""
+        sched = out.scheduled
+        if (self.graphs is None or self.keep_hidden or not sched or len(sched) > self.graphs.max_batch
+                or any(len(s.token_ids) != 1 or s.draft_token_ids or not s.sample for s in sched)):
+            return None
+        logits = self.graphs.run([(s.token_ids[0], s.start_pos, s.block_ids) for s in sched])
+        toks = sample(logits, [self.sample_row(s.request) for s in sched])
+        return {s.request.request_id: [(t.token_id, _lp(t))] for s, t in zip(sched, toks)}
+
     def route_report(self) -> list[dict]:
         rows = []
         for sel in registry.selections():
@@ -102,48 +133,80 @@ class ModelRunner:
         width = max(len(t) for t in tables)
         padded = [t + [0] * (width - len(t)) for t in tables]
         dev = self.device
+        max_query_len = max(b - a for a, b in zip(qsl, qsl[1:]))
+        max_seq_len = max(seq_lens)
+        if dev.type == "cuda" and max_query_len == 1:
+            # decode declares the model's length as its span bound, as the captured graphs do, so the
+            # split-KV plan (and the fp32 summation order) is the same with graphs on and off
+            max_seq_len = max(max_seq_len, self.max_model_len)
         return AttentionMetadata(
             query_start_loc=torch.tensor(qsl, dtype=torch.int32, device=dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
             block_tables=torch.tensor(padded, dtype=torch.int32, device=dev),
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev),
             query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens,
-            max_query_len=max(b - a for a, b in zip(qsl, qsl[1:])), max_seq_len=max(seq_lens))
+            max_query_len=max_query_len, max_seq_len=max_seq_len)
+
+    def _forward(self, seqs: list[tuple[list[int], int, list[int]]], **model_kwargs):
+        """Feed each (token_ids, start_pos, block_ids) into its paged KV. Returns the final hidden
+        states [sum(len(token_ids)), H] and the query start locations."""
+        ids, positions, slots, qsl, seq_lens, tables = [], [], [], [0], [], []
+        bs = self.block_size
+        for fed, start, block_ids in seqs:
+            n = len(fed)
+            ids += fed
+            pos = range(start, start + n)
+            positions += pos
+            slots += [block_ids[p // bs] * bs + p % bs for p in pos]
+            qsl.append(qsl[-1] + n)
+            seq_lens.append(start + n)
+            tables.append(block_ids)
+        md = self._metadata(qsl, seq_lens, tables, slots)
+        hidden = self.model.forward(torch.tensor(ids, dtype=torch.long, device=self.device),
+                                    torch.tensor(positions, dtype=torch.long, device=self.device),
+                                    self.kv_caches, md, **model_kwargs)
+        return hidden, qsl
+
+    @torch.inference_mode()
+    def last_logits(self, seqs: list[tuple[list[int], int, list[int]]], return_hidden: bool = False,
+                    **model_kwargs):
+        """Logits [B, V] (float32) at the last fed token of each (token_ids, start_pos, block_ids);
+        for drafters that run their own model and KV cache through this runner. With return_hidden:
+        (logits, the final hidden states [B, H] there)."""
+        hidden, qsl = self._forward(seqs, **model_kwargs)
+        last = hidden[torch.tensor([q - 1 for q in qsl[1:]], device=self.device)]
+        logits = self.model.compute_logits(last)
+        return (logits, last) if return_hidden else logits
 
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> dict[str, list[tuple[int, object]]]:
         """Run one step. Returns, per sampling request, the tokens it emits: one, or with drafts
-        the accepted drafts and the token after them, each with its logprobs (or None)."""
-        ids, positions, slots, qsl, seq_lens, tables = [], [], [], [0], [], []
-        logit_rows: list[range] = []
-        bs = self.block_size
-        for s in out.scheduled:
-            fed = s.token_ids + s.draft_token_ids
-            n = len(fed)
-            ids += fed
-            pos = range(s.start_pos, s.start_pos + n)
-            positions += pos
-            slots += [s.block_ids[p // bs] * bs + p % bs for p in pos]
-            qsl.append(qsl[-1] + n)
-            seq_lens.append(s.start_pos + n)
-            tables.append(s.block_ids)
-            if s.sample:  # logits at the last confirmed token and at every draft
-                logit_rows.append(range(qsl[-1] - 1 - len(s.draft_token_ids), qsl[-1]))
-        md = self._metadata(qsl, seq_lens, tables, slots)
-        hidden = self.model.forward(torch.tensor(ids, dtype=torch.long, device=self.device),
-                                    torch.tensor(positions, dtype=torch.long, device=self.device),
-                                    self.kv_caches, md)
+        the accepted drafts and the token after them, each with its logprobs (or None).
+        With `keep_hidden` set (MTP drafting), `last_hidden[request_id]` is (start_pos, the final
+        hidden states [n, H] of the n tokens fed for it this step: prompt chunk, or last confirmed
+        token + drafts, i.e. the scored positions); the plain path stores nothing."""
+        by_graph = self._decode_by_graph(out)
+        if by_graph is not None:
+            return by_graph
+        hidden, qsl = self._forward([(s.token_ids + s.draft_token_ids, s.start_pos, s.block_ids)
+                                     for s in out.scheduled])
+        if self.keep_hidden:
+            self.last_hidden = {s.request.request_id: (s.start_pos, hidden[qsl[i]:qsl[i + 1]])
+                                for i, s in enumerate(out.scheduled)}
         sampling = [s for s in out.scheduled if s.sample]
         if not sampling:
             return {}
-        flat = [r for rows in logit_rows for r in rows]
-        logits = self.model.compute_logits(hidden[torch.tensor(flat, device=self.device)])
-        result: dict[str, list[tuple[int, object]]] = {}
+        # logits at the last confirmed token and at every draft
+        logit_rows = [range(qsl[i + 1] - 1 - len(s.draft_token_ids), qsl[i + 1])
+                      for i, s in enumerate(out.scheduled) if s.sample]
+        flat = torch.tensor([r for rows in logit_rows for r in rows], device=self.device)
+        logits = self.model.compute_logits(hidden[flat])
         starts = list(itertools.accumulate((len(r) for r in logit_rows), initial=0))  # row of each request
+        result: dict[str, list[tuple[int, object]]] = {}
         plain = [i for i, s in enumerate(sampling) if not s.draft_token_ids]
         if plain:
             toks = sample(logits[torch.tensor([starts[i] for i in plain], device=self.device)],
-                          [self._sample_row(sampling[i].request) for i in plain])
+                          [self.sample_row(sampling[i].request) for i in plain])
             for i, t in zip(plain, toks):
                 result[sampling[i].request.request_id] = [(t.token_id, _lp(t))]
         for i, s in enumerate(sampling):
@@ -152,14 +215,16 @@ class ModelRunner:
                 req = s.request
                 probs = req.spec_probs[:k] if req.spec_probs is not None else None
                 rows = logits[starts[i]:starts[i] + k + 1]
-                toks = sample_with_drafts(rows, self._sample_row(req), s.draft_token_ids, probs)
+                toks = sample_with_drafts(rows, self.sample_row(req), s.draft_token_ids, probs)
                 result[req.request_id] = [(t.token_id, _lp(t)) for t in toks]
         return result
 
-    def _sample_row(self, req) -> SampleRow:
+    def sample_row(self, req, with_generator: bool = True) -> SampleRow:
+        """How this request samples; with_generator=False leaves its generator out (and unseeded),
+        for drafters that process logits like the target but draw with their own generator."""
         p = req.params
         gen = None
-        if not p.greedy:
+        if not p.greedy and with_generator:
             gen = self.generators.get(req.request_id)
             if gen is None:
                 seed = p.seed if p.seed is not None else int(torch.randint(0, 2**62, (), generator=self._seed_source))

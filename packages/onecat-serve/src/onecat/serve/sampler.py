@@ -108,3 +108,18 @@ def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
             token = int(torch.multinomial(processed_probs(raw, row), 1, generator=row.generator))
         results.append(_with_logprobs(SampledToken(token), raw, row.params))
     return results
+
+
+def draft_chooser(row: SampleRow):
+    """How a model drafter picks tokens for this request (onecat.spec's Chooser), processed as the
+    target will be so that drafts match it well: greedy requests take the argmax of the penalized
+    draft logits (deterministic, q = one-hot); sampled ones draw from the processed draft
+    distribution q with the drafter's generator and hand q to the verifier (lossless for any q)."""
+    def choose(logits: torch.Tensor, drafted: list[int], generator: torch.Generator | None):
+        r = SampleRow(row.params, row.prompt_token_ids, row.output_token_ids + drafted, generator,
+                      row.stop_ids_until_min)
+        if row.params.greedy:
+            return int(torch.argmax(apply_penalties(logits.clone(), r))), None
+        q = processed_probs(logits, r)
+        return int(torch.multinomial(q, 1, generator=generator)), q
+    return choose

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .proposer import Proposal
+from .proposer import Proposal, ProposeRequest
 
 
 @dataclass
@@ -47,6 +47,9 @@ class NgramProposer:
                         return Proposal(list(follow))
                     break
         return Proposal([])
+
+    def propose_batch(self, requests: list[ProposeRequest]) -> list[Proposal]:
+        return [self.propose(r.request_id, r.token_ids, r.max_tokens) for r in requests]
 
     def observe(self, request_id: str, proposed: int, accepted: int) -> None:
         if not self.adaptive or proposed == 0:

@@ -1,0 +1,145 @@
+"""CUDA graphs of the decode step: one captured graph per batch bucket, replayed when every
+scheduled request feeds exactly one token (plain decode, no drafts).
+
+At batch 1 an eager decode step is almost all host time (Python, the registry's per-call problem
+lookup, one driver launch per kernel; tools/ncu measured kernels busy 5% of the step). A graph
+replays the whole forward plus the LM head as one launch.
+
+What a graph needs, and how it gets it:
+- Static input buffers (ids, positions, slot mapping, sequence lengths, block tables) sized for
+  the largest bucket; each step writes its rows with one host-to-device copy and pads the rest.
+- Padding rows must not touch real KV: they write their token into one spare cache block that no
+  request owns (`pad_block`, the runner allocates num_blocks + 1 blocks) and attend to it alone.
+- Launch shapes fixed at capture: the metadata says max_query_len = 1 and max_seq_len =
+  max_model_len, the bound the attention providers size their grids with (attention_ops plans
+  its split-KV grid from max_seq_len and the SM count only), so one capture serves every step.
+- The providers each op selected for the captured problem are the ones eager mode selects for
+  the same batch (selection depends on shapes, dtypes and device, not on values).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from onecat.kernels import AttentionMetadata, registry
+from onecat.kernels.attention_metadata import batch_bucket
+from onecat.kernels.registry import REFERENCE
+
+log = logging.getLogger(__name__)
+
+
+class GraphCaptureRefused(RuntimeError):
+    """The admitted route cannot be captured (the runner then stays eager and says why)."""
+
+
+HOST_LIST_OPS = ("paged_attention",)  # their torch references loop over metadata.*_cpu
+
+
+def graph_unsafe_ops() -> list[str]:
+    """Ops selected under capture whose provider is the torch reference of a host-list op."""
+    return sorted({s.problem.describe() for s in registry.selections()
+                   if s.problem.graph_capture and s.problem.op in HOST_LIST_OPS and s.provider.name == REFERENCE})
+
+
+def batch_buckets(max_batch: int) -> list[int]:
+    """Every planning bucket (attention_metadata.batch_bucket: 1, 2, 4, 8, 16, 24, ...) up to the one
+    holding max_batch, so a batch of n always replays the graph of batch_bucket(n)."""
+    out, n = [], 1
+    while not out or out[-1] < batch_bucket(max_batch):
+        out.append(batch_bucket(n))
+        n = out[-1] + 1
+    return out
+
+
+class DecodeGraphs:
+    """Captures model.forward + compute_logits for each batch bucket; `run` replays one."""
+
+    def __init__(self, model, kv_caches, device: torch.device, block_size: int, max_model_len: int,
+                 pad_block: int, max_batch: int, vocab_rows: bool = True):
+        if device.type != "cuda":
+            raise ValueError("CUDA graphs need a CUDA device")
+        self.model, self.kv_caches, self.device = model, kv_caches, device
+        self.block_size, self.max_model_len, self.pad_block = block_size, max_model_len, pad_block
+        self.buckets = batch_buckets(max_batch)
+        self.max_batch = self.buckets[-1]
+        self.max_blocks = -(-max_model_len // block_size)
+        B, dev = self.max_batch, device
+        self.ids = torch.zeros(B, dtype=torch.long, device=dev)
+        self.positions = torch.zeros(B, dtype=torch.long, device=dev)
+        self.slots = torch.full((B,), pad_block * block_size, dtype=torch.long, device=dev)
+        self.seq_lens = torch.ones(B, dtype=torch.int32, device=dev)
+        self.qsl = torch.arange(B + 1, dtype=torch.int32, device=dev)
+        self.tables = torch.full((B, self.max_blocks), pad_block, dtype=torch.int32, device=dev)
+        # one pinned staging buffer -> one copy per step: ids, positions, slots, seq_lens, tables
+        self._host = torch.empty(B * (3 + 1 + self.max_blocks), dtype=torch.long).pin_memory()
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.logits: dict[int, torch.Tensor] = {}
+        self.pool = None
+
+    def _metadata(self, b: int) -> AttentionMetadata:
+        return AttentionMetadata(query_start_loc=self.qsl[:b + 1], seq_lens=self.seq_lens[:b],
+                                 block_tables=self.tables[:b], slot_mapping=self.slots[:b],
+                                 query_start_loc_cpu=list(range(b + 1)), seq_lens_cpu=[self.max_model_len] * b,
+                                 max_query_len=1, max_seq_len=self.max_model_len)
+
+    def _forward(self, b: int) -> torch.Tensor:
+        hidden = self.model.forward(self.ids[:b], self.positions[:b], self.kv_caches, self._metadata(b))
+        return self.model.compute_logits(hidden)
+
+    @torch.inference_mode()
+    def capture(self) -> None:
+        """Capture every bucket, largest first (later, smaller graphs reuse its memory pool)."""
+        for b in reversed(self.buckets):
+            self._forward(b)  # eager warm-up: providers selected, kernels compiled and loaded
+            torch.cuda.synchronize(self.device)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=self.pool):
+                self.logits[b] = self._forward(b)
+            if self.pool is None:
+                self.pool = g.pool()
+            self.graphs[b] = g
+            unsafe = graph_unsafe_ops()
+            if unsafe:
+                self.graphs.clear()
+                raise GraphCaptureRefused("the captured decode step would use host-side reference code that "
+                                          f"reads per-step host lists: {unsafe}")
+        torch.cuda.synchronize(self.device)
+        log.info("captured decode CUDA graphs for batch sizes %s", self.buckets)
+
+    def bucket(self, n: int) -> int | None:
+        b = batch_bucket(n)
+        return b if b in self.graphs else None
+
+    @torch.inference_mode()
+    def run(self, seqs: list[tuple[int, int, list[int]]]) -> torch.Tensor:
+        """seqs: (token_id, position, block_ids) per request -> logits [len(seqs), V] (float32).
+        The returned tensor is the graph's output buffer: consume it before the next run."""
+        n = len(seqs)
+        b = self.bucket(n)
+        if b is None:
+            raise ValueError(f"batch {n} exceeds the largest captured graph ({self.max_batch})")
+        B, W, bs = self.max_batch, self.max_blocks, self.block_size
+        h = self._host
+        ids, pos, slots, lens = h[0:B], h[B:2 * B], h[2 * B:3 * B], h[3 * B:4 * B]
+        tables = h[4 * B:].view(B, W)
+        ids[:b].zero_()
+        pos[:b].zero_()
+        slots[:b].fill_(self.pad_block * bs)
+        lens[:b].fill_(1)
+        tables[:b].fill_(self.pad_block)
+        for i, (tok, p, blocks) in enumerate(seqs):
+            if len(blocks) > W:
+                raise ValueError(f"request holds {len(blocks)} blocks, graphs were captured for {W}")
+            ids[i], pos[i], lens[i] = tok, p, p + 1
+            slots[i] = blocks[p // bs] * bs + p % bs
+            tables[i, :len(blocks)] = torch.tensor(blocks, dtype=torch.long)
+        dev = h[:4 * B + b * W].to(self.device, non_blocking=True)
+        self.ids[:b].copy_(dev[0:b])
+        self.positions[:b].copy_(dev[B:B + b])
+        self.slots[:b].copy_(dev[2 * B:2 * B + b])
+        self.seq_lens[:b].copy_(dev[3 * B:3 * B + b])
+        self.tables[:b].copy_(dev[4 * B:4 * B + b * W].view(b, W))
+        self.graphs[b].replay()
+        return self.logits[b][:n]

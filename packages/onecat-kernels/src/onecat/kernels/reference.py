@@ -74,12 +74,31 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     return (F.gelu(x[..., :d].float(), approximate=approximate) * x[..., d:].float()).to(x.dtype)
 
 
+# A quantized weight that offers `select_rows` and sets `row_chunked_decode` is decoded for a few
+# rows of x (decode) in blocks of about this many weights, each used while it is still in cache.
+_ROW_CHUNK_WEIGHTS = 1 << 18
+
+
 def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ weight.T (+ bias) for a dense weight [N, K] or a quantized one with `.dequantize()`
     (e.g. `GGUFWeight`: dequantized to float32, then to x.dtype)."""
     if not isinstance(weight, torch.Tensor) and hasattr(weight, "dequantize"):
+        n, k = weight.shape
+        if getattr(weight, "row_chunked_decode", False) and n * k > _ROW_CHUNK_WEIGHTS and x.numel() <= 16 * k:
+            return _linear_row_chunks(x, weight, bias)
         weight = weight.dequantize(torch.float32)
     return F.linear(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
+
+
+def _linear_row_chunks(x: torch.Tensor, weight, bias: torch.Tensor | None) -> torch.Tensor:
+    n, k = weight.shape
+    out = torch.empty(*x.shape[:-1], n, dtype=x.dtype, device=x.device)
+    step = max(1, _ROW_CHUNK_WEIGHTS // k)
+    for r in range(0, n, step):
+        e = min(n, r + step)
+        w = weight.select_rows(slice(r, e)).dequantize(torch.float32).to(x.dtype)
+        out[..., r:e] = F.linear(x, w, None if bias is None else bias[r:e].to(x.dtype))
+    return out
 
 
 def argmax(logits: torch.Tensor) -> torch.Tensor:

@@ -286,14 +286,14 @@ class PackedWeight:
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """[N, K] in `dtype`, float32 arithmetic of the original format (bit-exact with its decode)."""
         n, k = self.shape
-        dev = self.q.device
-        q, meta = self.q.cpu(), self.meta.cpu()
+        dev = self.q.device  # decoded where the planes are (a GPU prefill must not round-trip the host)
+        q, meta = self.q, self.meta
         t = self.kind
         if t == "q8_0":
             codes = q.view(torch.int8).reshape(n, k // 32, 32)
         elif t == "q6_k":
             lo = _unpack_nibbles(q, n, k).reshape(n, k // 16, 16)
-            a, b = _q6_hi_unword(_bytes_to_words(self.qh.cpu().reshape(n, k // 16, 4)))
+            a, b = _q6_hi_unword(_bytes_to_words(self.qh.reshape(n, k // 16, 4)))
             codes = lo | (torch.cat([a, b], dim=-1) << 4)
         else:
             codes = _unpack_nibbles(q, n, k)

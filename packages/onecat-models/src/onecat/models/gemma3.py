@@ -29,7 +29,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights
+from .weight_map import HFNamedWeights, fused_linear, gate_up_linear, matrix_shapes
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -58,25 +58,27 @@ def default_layer_windows(num_layers: int, window: int, pattern: int = SWA_PATTE
 
 
 class Gemma3Layer:
-    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        H, I, D = spec.hidden_size, spec.intermediate_size, spec.head_dim
+    """One layer's weights; projections as in llama.LlamaLayer (dense buffers or, quantized, weight
+    objects / tuples of them)."""
+
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
+        H, D = spec.hidden_size, spec.head_dim
         empty = lambda *s: torch.empty(*s, dtype=dtype, device=device)  # noqa: E731
         self.input_norm, self.post_attn_norm = empty(H), empty(H)
         self.pre_ff_norm, self.post_ff_norm = empty(H), empty(H)
         self.q_norm, self.k_norm = empty(D), empty(D)
-        self.qkv = empty(spec.q_size + 2 * spec.kv_size, H)
-        self.o_proj = empty(H, spec.q_size)
-        self.gate_up = empty(2 * I, H)
-        self.down = empty(H, I)
+        for attr, shape in matrix_shapes(spec).items():
+            setattr(self, attr, None if quantized else empty(*shape))
 
 
 class Gemma3ForCausalLM(HFNamedWeights):
     """forward(input_ids, positions, kv_caches, metadata) -> hidden states; compute_logits(h)."""
 
     GGUF_TO_HF = GGUF_TO_HF
+    MATRICES = ("qkv", "o_proj", "gate_up", "down")
 
-    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        self._init_buffers(spec, dtype, device, Gemma3Layer)
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
+        self._init_buffers(spec, dtype, device, Gemma3Layer, quantized)
         D = spec.head_dim
         # HF: embed * tensor(sqrt(H)).to(weight dtype)
         self.embed_scale = torch.tensor(math.sqrt(spec.hidden_size), dtype=dtype, device=device)
@@ -158,23 +160,30 @@ class Gemma3ForCausalLM(HFNamedWeights):
             norm_weight_offset=1.0,  # HF stores w; the norm scales by (1 + w)
         )
 
-    def _layer_slices(self, layer) -> dict:
-        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+    def _layer_parts(self) -> dict:
         return {
-            "input_layernorm.weight": (layer.input_norm, None),
-            "post_attention_layernorm.weight": (layer.post_attn_norm, None),
-            "pre_feedforward_layernorm.weight": (layer.pre_ff_norm, None),
-            "post_feedforward_layernorm.weight": (layer.post_ff_norm, None),
-            "self_attn.q_norm.weight": (layer.q_norm, None),
-            "self_attn.k_norm.weight": (layer.k_norm, None),
-            "self_attn.q_proj.weight": (layer.qkv, (0, q)),
-            "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
-            "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
-            "self_attn.o_proj.weight": (layer.o_proj, None),
-            "mlp.gate_proj.weight": (layer.gate_up, (0, I)),
-            "mlp.up_proj.weight": (layer.gate_up, (I, 2 * I)),
-            "mlp.down_proj.weight": (layer.down, None),
+            "input_layernorm.weight": ("input_norm", 0),
+            "post_attention_layernorm.weight": ("post_attn_norm", 0),
+            "pre_feedforward_layernorm.weight": ("pre_ff_norm", 0),
+            "post_feedforward_layernorm.weight": ("post_ff_norm", 0),
+            "self_attn.q_norm.weight": ("q_norm", 0),
+            "self_attn.k_norm.weight": ("k_norm", 0),
+            "self_attn.q_proj.weight": ("qkv", 0),
+            "self_attn.k_proj.weight": ("qkv", 1),
+            "self_attn.v_proj.weight": ("qkv", 2),
+            "self_attn.o_proj.weight": ("o_proj", 0),
+            "mlp.gate_proj.weight": ("gate_up", 0),
+            "mlp.up_proj.weight": ("gate_up", 1),
+            "mlp.down_proj.weight": ("down", 0),
         }
+
+    def _splits(self) -> dict:
+        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+        return {"qkv": [q, kv, kv], "gate_up": [I, I]}
+
+    def _matrix_shapes(self) -> dict:
+        V, H = self.spec.vocab_size, self.spec.hidden_size
+        return {**matrix_shapes(self.spec), "embed": (V, H), "lm_head": (V, H)}
 
     def _prepare(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
         if name.endswith("norm.weight") and self.spec.norm_weight_offset:
@@ -187,7 +196,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
         s, dt = self.spec, self.dtype
         T, nh, nkv, D = input_ids.shape[0], s.num_heads, s.num_kv_heads, s.head_dim
         eps = s.rms_norm_eps
-        residual = (self.embed.index_select(0, input_ids) * self.embed_scale).to(self.residual_dtype)
+        residual = (self.embed_tokens(input_ids) * self.embed_scale).to(self.residual_dtype)
         h = None  # the previous layer's (post-normed) MLP output, not yet added to the stream
         for i, (layer, (k_cache, v_cache)) in enumerate(zip(self.layers, kv_caches)):
             if h is None:
@@ -195,7 +204,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
             else:
                 x, residual = ops.rms_norm(h, layer.input_norm, eps, residual)
                 x = x.to(dt)
-            q, k, v = ops.linear(x, layer.qkv).split([s.q_size, s.kv_size, s.kv_size], dim=-1)
+            q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size])
             q = ops.rms_norm(q.reshape(T * nh, D), layer.q_norm, eps).view(T, nh * D)
             k = ops.rms_norm(k.reshape(T * nkv, D), layer.k_norm, eps).view(T, nkv * D)
             window = s.layer_sliding_window[i]
@@ -206,7 +215,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
                                     s.attn_logit_softcap)
             a = ops.rms_norm(ops.linear(o.reshape(T, s.q_size), layer.o_proj), layer.post_attn_norm, eps)
             x, residual = ops.rms_norm(a.to(self.residual_dtype), layer.pre_ff_norm, eps, residual)
-            m = ops.linear(ops.gelu_and_mul(ops.linear(x.to(dt), layer.gate_up)), layer.down)
+            m = ops.linear(ops.gelu_and_mul(gate_up_linear(x.to(dt), layer.gate_up)), layer.down)
             h = ops.rms_norm(m, layer.post_ff_norm, eps).to(self.residual_dtype)
         out, _ = ops.rms_norm(h, self.norm, eps, residual)
         return out.to(dt)

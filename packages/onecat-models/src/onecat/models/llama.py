@@ -2,7 +2,8 @@
 onecat.kernels.ops, with no kernel named here.
 
 Weights arrive under HF names (the loader translates GGUF names). Q/K/V and gate/up are stored
-fused so each layer makes two projections before attention and two in the MLP.
+fused (dense, or quantized rows concatenated when the parts share a format) so each layer makes
+two projections before attention and two in the MLP.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights
+from .weight_map import HFNamedWeights, fused_linear, gate_up_linear, matrix_shapes
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -33,25 +34,28 @@ GGUF_TO_HF = {
 
 
 class LlamaLayer:
-    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        H, I = spec.hidden_size, spec.intermediate_size
+    """One decoder layer's weights. Dense: preallocated buffers; quantized: the projections (qkv,
+    o_proj, gate_up, down) are set at load to weight objects, or tuples of them where the parts of a
+    fused projection differ in format (see weight_map)."""
+
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
+        H = spec.hidden_size
         empty = lambda *s: torch.empty(*s, dtype=dtype, device=device)  # noqa: E731
         self.input_norm = empty(H)
         self.post_attn_norm = empty(H)
-        self.qkv = empty(spec.q_size + 2 * spec.kv_size, H)
         self.qkv_bias = empty(spec.q_size + 2 * spec.kv_size) if spec.attention_bias else None
-        self.o_proj = empty(H, spec.q_size)
-        self.gate_up = empty(2 * I, H)
-        self.down = empty(H, I)
+        for attr, shape in matrix_shapes(spec).items():
+            setattr(self, attr, None if quantized else empty(*shape))
 
 
 class LlamaForCausalLM(HFNamedWeights):
     """forward(input_ids, positions, kv_caches, metadata) -> hidden states; compute_logits(h)."""
 
     GGUF_TO_HF = GGUF_TO_HF
+    MATRICES = ("qkv", "o_proj", "gate_up", "down")
 
-    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device):
-        self._init_buffers(spec, dtype, device, LlamaLayer)
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
+        self._init_buffers(spec, dtype, device, LlamaLayer, quantized)
         rot = spec.rotary_dim or spec.head_dim
         self.cos_sin = rope_cos_sin(spec.head_dim, rot, spec.max_position, spec.rope_theta, device=device)
         self.scale = spec.head_dim ** -0.5
@@ -99,29 +103,36 @@ class LlamaForCausalLM(HFNamedWeights):
             sliding_window=cfg.get("sliding_window"),
         )
 
-    def _layer_slices(self, layer: LlamaLayer) -> dict:
-        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+    def _layer_parts(self) -> dict:
         return {
-            "input_layernorm.weight": (layer.input_norm, None),
-            "post_attention_layernorm.weight": (layer.post_attn_norm, None),
-            "self_attn.q_proj.weight": (layer.qkv, (0, q)),
-            "self_attn.k_proj.weight": (layer.qkv, (q, q + kv)),
-            "self_attn.v_proj.weight": (layer.qkv, (q + kv, q + 2 * kv)),
-            "self_attn.q_proj.bias": (layer.qkv_bias, (0, q)),
-            "self_attn.k_proj.bias": (layer.qkv_bias, (q, q + kv)),
-            "self_attn.v_proj.bias": (layer.qkv_bias, (q + kv, q + 2 * kv)),
-            "self_attn.o_proj.weight": (layer.o_proj, None),
-            "mlp.gate_proj.weight": (layer.gate_up, (0, I)),
-            "mlp.up_proj.weight": (layer.gate_up, (I, 2 * I)),
-            "mlp.down_proj.weight": (layer.down, None),
+            "input_layernorm.weight": ("input_norm", 0),
+            "post_attention_layernorm.weight": ("post_attn_norm", 0),
+            "self_attn.q_proj.weight": ("qkv", 0),
+            "self_attn.k_proj.weight": ("qkv", 1),
+            "self_attn.v_proj.weight": ("qkv", 2),
+            "self_attn.q_proj.bias": ("qkv_bias", 0),
+            "self_attn.k_proj.bias": ("qkv_bias", 1),
+            "self_attn.v_proj.bias": ("qkv_bias", 2),
+            "self_attn.o_proj.weight": ("o_proj", 0),
+            "mlp.gate_proj.weight": ("gate_up", 0),
+            "mlp.up_proj.weight": ("gate_up", 1),
+            "mlp.down_proj.weight": ("down", 0),
         }
+
+    def _splits(self) -> dict:
+        q, kv, I = self.spec.q_size, self.spec.kv_size, self.spec.intermediate_size
+        return {"qkv": [q, kv, kv], "qkv_bias": [q, kv, kv], "gate_up": [I, I]}
+
+    def _matrix_shapes(self) -> dict:
+        V, H = self.spec.vocab_size, self.spec.hidden_size
+        return {**matrix_shapes(self.spec), "embed": (V, H), "lm_head": (V, H)}
 
     # -- math ---------------------------------------------------------------------------------
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 kv_caches: list[tuple[torch.Tensor, torch.Tensor]], md: AttentionMetadata) -> torch.Tensor:
         s = self.spec
         T = input_ids.shape[0]
-        h = self.embed.index_select(0, input_ids)
+        h = self.embed_tokens(input_ids)
         residual = None
         neox = not s.rope_interleaved
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
@@ -129,8 +140,7 @@ class LlamaForCausalLM(HFNamedWeights):
                 residual, x = h, ops.rms_norm(h, layer.input_norm, s.rms_norm_eps)
             else:
                 x, residual = ops.rms_norm(h, layer.input_norm, s.rms_norm_eps, residual)
-            qkv = ops.linear(x, layer.qkv, layer.qkv_bias)
-            q, k, v = qkv.split([s.q_size, s.kv_size, s.kv_size], dim=-1)
+            q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
             q, k = ops.rotary_embedding(positions, q, k, s.head_dim, self.cos_sin, neox)
             k = k.reshape(T, s.num_kv_heads, s.head_dim)
             v = v.reshape(T, s.num_kv_heads, s.head_dim)
@@ -139,7 +149,7 @@ class LlamaForCausalLM(HFNamedWeights):
                                     s.sliding_window)
             h = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
             x, residual = ops.rms_norm(h, layer.post_attn_norm, s.rms_norm_eps, residual)
-            h = ops.linear(ops.silu_and_mul(ops.linear(x, layer.gate_up)), layer.down)
+            h = ops.linear(ops.silu_and_mul(gate_up_linear(x, layer.gate_up)), layer.down)
         h, _ = ops.rms_norm(h, self.norm, s.rms_norm_eps, residual)
         return h
 

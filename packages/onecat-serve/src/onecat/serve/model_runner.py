@@ -51,7 +51,8 @@ class ModelRunner:
         self.config = config
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
-        self.loaded = loaded or load_model(config.model.path, self.dtype, self.device, progress=progress)
+        self.loaded = loaded or load_model(config.model.path, self.dtype, self.device, progress=progress,
+                                               dense=config.model.dense)
         self.model, self.spec = self.loaded.model, self.loaded.spec
         self.max_model_len = min(config.model.max_model_len or self.spec.max_position, self.spec.max_position)
         self.block_size = config.cache.block_size

@@ -12,11 +12,8 @@ from onecat.models.loader import LoadedModel
 from onecat.models.spec import ModelSpec
 from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
 from onecat.serve.cuda_graph import batch_buckets
-from onecat.serve.kv_cache_manager import KVCacheManager
+from onecat.serve.greedy_ids import greedy_ids
 from onecat.serve.model_runner import ModelRunner
-from onecat.serve.request import Request
-from onecat.serve.sampling_params import SamplingParams
-from onecat.serve.scheduler import Scheduler
 
 
 def test_buckets_cover_every_batch_with_its_planning_bucket():
@@ -58,17 +55,7 @@ def _model(spec: ModelSpec, device: str, dtype: torch.dtype) -> LoadedModel:
 
 
 def _greedy(runner: ModelRunner, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
-    kv = KVCacheManager(runner.num_blocks, runner.block_size)
-    sched = Scheduler(runner.config.scheduler, kv, runner.max_model_len)
-    reqs = [Request(str(i), p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), max_tokens)
-            for i, p in enumerate(prompts)]
-    for r in reqs:
-        sched.add(r)
-    while sched.has_unfinished():
-        out = sched.schedule()
-        sched.update_from_output(out, runner.execute(out))
-    assert kv.num_free_blocks == kv.num_blocks
-    return [r.output_token_ids for r in reqs]
+    return greedy_ids(runner, prompts, max_tokens)[0]
 
 
 @pytest.mark.gpu

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 
@@ -23,11 +22,8 @@ from onecat.models.llama import LlamaForCausalLM
 from onecat.models.loader import LoadedModel
 from onecat.models.spec import ModelSpec
 from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig
-from onecat.serve.kv_cache_manager import KVCacheManager
+from onecat.serve.greedy_ids import greedy_ids
 from onecat.serve.model_runner import ModelRunner
-from onecat.serve.request import Request, RequestStatus
-from onecat.serve.sampling_params import SamplingParams
-from onecat.serve.scheduler import Scheduler
 
 SPECS = {
     "smollm2-135m": ModelSpec(architecture="llama", name="smollm2-135m-shape (generated weights)", num_layers=30,
@@ -68,28 +64,6 @@ def _shape(name: str) -> tuple[int, ...]:
     return table.get(name) or table[name.split(".", 3)[3]]
 
 
-def generate(runner: ModelRunner, prompts: list[list[int]], max_tokens: int) -> tuple[list[list[int]], list[float]]:
-    kv = KVCacheManager(runner.num_blocks, runner.block_size)
-    sched = Scheduler(runner.config.scheduler, kv, runner.max_model_len)
-    reqs = [Request(str(i), p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), max_tokens)
-            for i, p in enumerate(prompts)]
-    for r in reqs:
-        sched.add(r)
-    step_times = []
-    while sched.has_unfinished():
-        out = sched.schedule()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        sampled = runner.execute(out)
-        torch.cuda.synchronize()
-        if all(len(s.token_ids) == 1 for s in out.scheduled):
-            step_times.append(time.perf_counter() - t)
-        sched.update_from_output(out, sampled)
-    assert all(r.status == RequestStatus.FINISHED_LENGTH for r in reqs)
-    assert kv.num_free_blocks == kv.num_blocks
-    return [r.output_token_ids for r in reqs], step_times
-
-
 def main() -> int:
     global SPEC
     ap = argparse.ArgumentParser()
@@ -108,8 +82,8 @@ def main() -> int:
         cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager), cache=CacheConfig(num_blocks=256))
         runner = ModelRunner(cfg, loaded=loaded)
         print(f"{mode}: {runner.graph_status}")
-        runs[mode] = generate(runner, prompts, args.max_tokens) + (runner,)
-        one = generate(runner, prompts[:1], 64)[1]  # batch-1 decode steps
+        runs[mode] = greedy_ids(runner, prompts, args.max_tokens) + (runner,)
+        one = greedy_ids(runner, prompts[:1], 64)[1]  # batch-1 decode steps
         one.sort()
         runs[mode] += (one,)
     outs, gpu = runs["graphs"][0], runs["graphs"][2]

@@ -129,7 +129,7 @@ def test_kernel_overrides_change_what_is_admitted(override):
 
 def test_priority_override_reorders_gpu_providers():
     def decode8(*extra):  # 8 sequences: the decode GEMM has M = 8, where the tensor-core GEMV pays
-        rep = admit(route_for("scheduler.max_num_seqs=8", *extra), fake_device("sm70"))
+        rep = admit(route_for("scheduler.max_num_seqs=8", "quant.resident=dequantized", *extra), fake_device("sm70"))
         return next(r for r in rows(rep, "qkv_proj") if "rows=8," in r.problem)
 
     default, swapped = decode8(), decode8("+kernels.priority.linear=[cuda,cuda_hmma]")

@@ -52,8 +52,10 @@ def test_smollm2_weights_are_the_gguf_tensor_sizes(smollm2_path):
 
 
 def test_smollm2_plan_on_cpu_fp32():
-    p = plan(route_for())  # today's engine: dequantized to float32 at load, 1 GiB KV cache on CPU
-    assert p.weight_bytes == (L * LINEAR_PER_LAYER + V * H + NORMS) * 4
+    p = plan(route_for())  # the GGUF kept in its format, 1 GiB KV cache on CPU
+    assert p.weight_bytes == 96576768  # the checkpoint's tensor bytes
+    dense = plan(route_for("quant.resident=dequantized"))  # dequantized to float32 at load
+    assert dense.weight_bytes == (L * LINEAR_PER_LAYER + V * H + NORMS) * 4
     assert p.kv_per_token == 2 * 30 * 3 * 64 * 4 == 46_080 and p.state_per_seq == 0
     assert p.kv_budget_bytes == GIB
     assert p.max_seqs_at_max_len == GIB // (8192 * 46_080) == 2

@@ -10,6 +10,8 @@ import pytest
 
 from onecat.serve.config import EngineConfig, SpecConfig
 from onecat.serve.engine import LLMEngine
+from onecat.serve.llm import LLM
+from onecat.serve.model_runner import ModelRunner
 from onecat.serve.sampling_params import SamplingParams
 
 TEXT = topics["assert"][:400]
@@ -22,18 +24,14 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def spec_engine(llm):
-    return LLMEngine(EngineConfig(spec=SpecConfig(method="ngram", num_speculative_tokens=4)), runner=llm.engine.runner)
+    # its own runner (own KV tensors) over the shared weights: two block managers over one set of KV
+    # tensors would overwrite each other's cached prefixes
+    cfg = EngineConfig(spec=SpecConfig(method="ngram", num_speculative_tokens=4))
+    return LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded, progress=False))
 
 
-def run(engine: LLMEngine, prompts, params):
-    for i, p in enumerate(prompts):
-        engine.add_request(f"s{i}", p, params)
-    done = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                done[out.request_id] = out.outputs[0]
-    return [done[f"s{i}"] for i in range(len(prompts))]
+def run(engine, prompts, params):
+    return [o.outputs[0] for o in LLM.from_engine(engine).generate(prompts, params)]
 
 
 def test_greedy_identical_with_ngram_drafts(llm, spec_engine):

@@ -11,6 +11,7 @@ import pytest
 
 from onecat.serve.config import CacheConfig, EngineConfig, SpecConfig
 from onecat.serve.engine import LLMEngine
+from onecat.serve.llm import LLM
 from onecat.serve.model_runner import ModelRunner
 from onecat.serve.sampling_params import SamplingParams
 
@@ -34,15 +35,8 @@ def draft_engine(llm, num_blocks: int = 48, **spec) -> LLMEngine:
                       num_blocks)
 
 
-def run(engine: LLMEngine, prompts, params):
-    for i, p in enumerate(prompts):
-        engine.add_request(f"s{i}", p, params)
-    done = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                done[out.request_id] = out.outputs[0]
-    return [done[f"s{i}"] for i in range(len(prompts))]
+def run(engine, prompts, params):
+    return [o.outputs[0] for o in LLM.from_engine(engine).generate(prompts, params)]
 
 
 def assert_pools_whole(engine: LLMEngine) -> None:

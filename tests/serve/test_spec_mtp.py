@@ -13,6 +13,7 @@ from safetensors.torch import save_file
 from onecat.models.gguf_file import CheckpointError
 from onecat.serve.config import CacheConfig, EngineConfig, SpecConfig
 from onecat.serve.engine import LLMEngine
+from onecat.serve.llm import LLM
 from onecat.serve.model_runner import ModelRunner
 from onecat.serve.sampling_params import SamplingParams
 from onecat.spec.mtp import load_mtp_head
@@ -52,14 +53,7 @@ def own_engine(llm, spec: SpecConfig) -> LLMEngine:
 
 
 def run(engine, prompts, params):
-    for i, p in enumerate(prompts):
-        engine.add_request(f"s{i}", p, params)
-    done = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                done[out.request_id] = out.outputs[0]
-    return [done[f"s{i}"] for i in range(len(prompts))]
+    return [o.outputs[0] for o in LLM.from_engine(engine).generate(prompts, params)]
 
 
 def test_mtp_drafts_are_lossless_and_pools_whole(llm, head_file):

@@ -100,6 +100,17 @@ def method_for_gguf(ggml_type: str, dtype: torch.dtype = torch.float32):
     return DenseMethod(dtype) if ggml_type.upper() in GGUF_FLOAT_TYPES else GGUFMethod(ggml_type.upper())
 
 
+def prepared_format(ggml_type: str, device_type: str) -> str:
+    """The `format` a GGUF-typed projection shows the linear op once process_weights_after_loading
+    has prepared it for a device of this type ("cpu" / "cuda"): the planner asks this too."""
+    t = ggml_type.upper()
+    if device_type == "cuda" and t in _PACKED_GGUF:
+        return f"packed_{t.lower()}"
+    if device_type == "cpu" and t in BYTECODE_TYPES:
+        return f"bytecode_{t.lower()}"
+    return f"ggml_{t.lower()}"
+
+
 def process_weights_after_loading(weight, device: torch.device | str):
     """Move a (fused) weight to `device` in the layout its admitted kernel wants (see module doc)."""
     device = torch.device(device)

@@ -132,18 +132,23 @@ def fake_device(label: str) -> Device:
 
 
 # -- the sites of a route -------------------------------------------------------------------------------
-def _kernel_format(fmt: str) -> str:
-    """The `format` a resident packed weight shows the linear op (kernels.weights naming)."""
+def _kernel_format(fmt: str, device_kind: str = "cuda") -> str:
+    """The `format` a resident weight of checkpoint format `fmt` shows the linear op on a device of
+    this kind, as onecat.quant.linear_method prepares it at load (packed for the GPU GEMV, byte codes
+    for the CPU reference, raw blocks otherwise); prepared names (bytecode_q4_1, ...) pass through."""
     from onecat.kernels import weights
+    from onecat.quant.linear_method import prepared_format
 
     from .planner import FLOAT_FORMATS
 
     if fmt in FLOAT_FORMATS:
         return "dense"
+    if fmt[:1].isupper():  # a GGUF type name
+        return prepared_format(fmt, "cuda" if device_kind == "cuda" else "cpu")
     kind = fmt.lower()
-    if kind in getattr(weights, "PACKED_FORMATS", ()):
-        return f"packed_{kind}"  # re-laid out once at load for the packed GEMV
-    return f"gguf_{kind}" if fmt[:1].isupper() else kind
+    if kind in getattr(weights, "PACKED_FORMATS", ()):  # awq
+        return f"packed_{kind}" if device_kind == "cuda" else f"codec_{kind}"
+    return kind
 
 
 def _meta(*shape: int, dtype: str = "float16") -> torch.Tensor:
@@ -157,13 +162,14 @@ class _PackedStandIn:
         self.format, self.shape, self.raw = fmt, (n, k), _meta(n, max(1, k // 2), dtype="uint8")
 
 
-def route_sites(route: Route, compute_dtype: str | None = None) -> list[Site]:
+def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str | None = None) -> list[Site]:
     """Every call the route's model makes, as Sites (deduplicated by site and facts).
 
     Each call is built from meta-device tensors of the route's shapes and dtypes and handed to
     `onecat.kernels.ops.problem`, so the facts are exactly those the ops compute at run time."""
     s, c, tp = route.shape, route.config, route.tp
     dt = compute_dtype or route.compute_dtype
+    kind = device_kind or route.device.kind  # weights are prepared for the device the calls run on
     kv_dt = route.kv_dtype if route.kv_dtype != route.compute_dtype else dt
     resident = c.quant.resident == "dequantized"
     S, k = c.scheduler.max_num_seqs, c.spec.k
@@ -184,7 +190,7 @@ def route_sites(route: Route, compute_dtype: str | None = None) -> list[Site]:
         sites.setdefault(key, set()).update(layers)
 
     def linear(site: str, layers, n: int, kk: int, fmt: str | None, bias: bool = False) -> None:
-        kf = "dense" if fmt is None or resident else _kernel_format(fmt)
+        kf = "dense" if fmt is None or resident else _kernel_format(fmt, kind)
         w = _meta(n, kk, dtype=dt) if kf == "dense" else _PackedStandIn(kf, n, kk)
         b = _meta(n, dtype=dt) if bias else None
         for phase, rows in phases:
@@ -248,7 +254,7 @@ def route_sites(route: Route, compute_dtype: str | None = None) -> list[Site]:
         linear("moe_router", layers, s.num_experts, H, None)
         missing("fused_moe", "moe_experts", layers, dict(experts=s.num_experts, top_k=s.experts_per_tok,
                                                        inter=s.moe_intermediate_size // tp,
-                                                       format=_kernel_format(wfmt)))
+                                                       format=_kernel_format(wfmt, kind)))
         if s.shared_expert_intermediate_size:
             Is = s.shared_expert_intermediate_size // tp
             linear("shared_gate_up", layers, 2 * Is, H, wfmt)
@@ -289,7 +295,7 @@ def admit(route: Route, device: Device, fake: bool | None = None, compute_dtype:
         compute_dtype = "float16" if device.kind == "cuda" else "float32"
     reg = _route_registry(route)
     merged: dict[tuple, AdmissionRow] = {}
-    for site in route_sites(route, compute_dtype):
+    for site in route_sites(route, compute_dtype, device.kind):
         p = Problem(op=site.op, device=device.kind, capability=device.capability, dtype=site.dtype,
                     params=site.params)
         key = (site.op, site.site, site.params, site.dtype)
@@ -396,9 +402,22 @@ def _ranges(xs) -> str:
 
 
 # -- the served report ------------------------------------------------------------------------------------
+def _held_format(weight, dt: str) -> str:
+    """The format a loaded projection shows the linear op ('bytecode_q4_1', 'packed_q4_0', ...), or
+    the compute dtype for a dense one; a projection held as separate parts reports its first part."""
+    from onecat.quant.linear_method import describe_weight
+
+    if isinstance(weight, tuple):
+        weight = weight[0]
+    if weight is None:
+        return dt
+    name = describe_weight(weight)
+    return dt if name.startswith("dense") else name
+
+
 def route_from_engine(engine) -> Route:
     """A Route for an engine built without onecat-serve's CLI (its shape, device and dtype as loaded)."""
-    from .config_store import KVGroupConfig, ModelGroupConfig, OnecatConfig
+    from .config_store import KVGroupConfig, ModelGroupConfig, OnecatConfig, QuantConfig
     from .hardware import detect
     from .planner import ModelShape
 
@@ -406,10 +425,12 @@ def route_from_engine(engine) -> Route:
     dt = str(runner.dtype).removeprefix("torch.")
     dev = detect() if runner.device.type == "cuda" else Device("cpu", "cpu", "", 1, 0, None, detected=True)
     cfg = OnecatConfig(model=ModelGroupConfig(name=engine.model_name, path=engine.config.model.path),
-                       kv=KVGroupConfig(block_size=engine.config.cache.block_size), scheduler=engine.config.scheduler)
+                       kv=KVGroupConfig(block_size=engine.config.cache.block_size), scheduler=engine.config.scheduler,
+                       quant=QuantConfig(resident="dequantized" if getattr(runner.loaded, "dense", True) else "packed"))
     shape = ModelShape.from_spec(engine.spec, engine.model_name, f"loaded {runner.loaded.source}")
+    wfmt = _held_format(getattr(runner.model.layers[0], "qkv", None), dt) if getattr(runner.model, "layers", None) else dt
     return Route(config=cfg, shape=shape, draft=None, device=dev, compute_dtype=dt, kv_dtype=dt,
-                 formats={"weights": dt, "embedding": dt, "lm_head": dt, "unquantized": dt}, pins={},
+                 formats={"weights": wfmt, "embedding": dt, "lm_head": dt, "unquantized": dt}, pins={},
                  checkpoint=runner.loaded.source, gguf=None, max_model_len=engine.max_model_len)
 
 

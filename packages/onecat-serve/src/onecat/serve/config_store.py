@@ -96,7 +96,8 @@ class QuantConfig:
     embedding: str = "auto"
     lm_head: str = "auto"
     unquantized: str = "auto"  # norms, routers, convs kept in high precision (auto: F32 in GGUF, else compute)
-    resident: str = "dequantized"  # dequantized: the loader expands to the compute dtype (today) | packed
+    resident: str = "dequantized"  # dequantized: expanded to the compute dtype at load (= model.dense) | packed:
+    # kept in the checkpoint's format, prepared once at load (the Python API's default)
 
 
 @dataclass
@@ -203,6 +204,7 @@ def to_configs(cfg: DictConfig | OnecatConfig) -> tuple[EngineConfig, ServerConf
     """A composed config -> the dataclasses the engine, the server and the kernel registry take."""
     c = to_object(cfg)  # validated instances, not DictConfigs
     model = ModelConfig(**{f.name: getattr(c.model, f.name) for f in fields(ModelConfig)})
+    model.dense = model.dense or c.quant.resident == "dequantized"  # one switch, two spellings
     cache = CacheConfig(**{f.name: getattr(c.kv, f.name) for f in fields(CacheConfig)})
     spec = EngineSpecConfig(**{f.name: getattr(c.spec, f.name) for f in fields(EngineSpecConfig)})
     engine = EngineConfig(model=model, cache=cache, scheduler=c.scheduler, spec=spec, seed=c.seed)
@@ -456,7 +458,4 @@ def engine_gaps(route: Route) -> list[str]:
     if route.kv_dtype != route.compute_dtype:
         gaps.append(f"kv.dtype={c.kv.dtype}: the engine allocates its KV cache in the compute dtype "
                     f"({route.compute_dtype}); {route.kv_dtype} KV exists only in the kernels' torch reference")
-    if c.quant.resident == "packed":
-        gaps.append(f"quant={c.quant.name} resident=packed: the loader dequantizes every checkpoint to the compute "
-                    f"dtype; packed {route.formats['weights']} weights are not loaded yet")
     return gaps

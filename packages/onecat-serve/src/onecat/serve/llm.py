@@ -10,12 +10,24 @@ from .outputs import RequestOutput
 from .sampling_params import SamplingParams
 
 
+_REQUEST_IDS = itertools.count()  # process-wide: LLMs over engines that share a runner never reuse an id
+
+
 class LLM:
     def __init__(self, model: str | None = None, config: EngineConfig | None = None, progress: bool = True, **model_kw):
         config = config or EngineConfig(model=ModelConfig(path=model, **model_kw))
-        self.engine = LLMEngine(config, progress=progress)
-        self.tokenizer = self.engine.tokenizer
-        self._ids = itertools.count()
+        self._attach(LLMEngine(config, progress=progress))
+
+    @classmethod
+    def from_engine(cls, engine: LLMEngine) -> "LLM":
+        """The offline API over an engine built elsewhere (own spec / cache config, shared runner)."""
+        llm = cls.__new__(cls)
+        llm._attach(engine)
+        return llm
+
+    def _attach(self, engine: LLMEngine) -> None:
+        self.engine = engine
+        self.tokenizer = engine.tokenizer
 
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
         """prompts: a string, a list of token ids, or a list of either. Outputs keep prompt order."""
@@ -27,7 +39,7 @@ class LLM:
             raise ValueError(f"{len(plist)} sampling params for {len(prompts)} prompts")
         order = []
         for prompt, p in zip(prompts, plist):
-            rid = f"offline-{next(self._ids)}"
+            rid = f"offline-{next(_REQUEST_IDS)}"
             self.engine.add_request(rid, prompt, p)
             order.append(rid)
         done: dict[str, RequestOutput] = {}

@@ -57,7 +57,7 @@ class DecodeGraphs:
     """Captures model.forward + compute_logits for each batch bucket; `run` replays one."""
 
     def __init__(self, model, kv_caches, device: torch.device, block_size: int, max_model_len: int,
-                 pad_block: int, max_batch: int, vocab_rows: bool = True):
+                 pad_block: int, max_batch: int):
         if device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
         self.model, self.kv_caches, self.device = model, kv_caches, device

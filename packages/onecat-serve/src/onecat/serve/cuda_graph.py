@@ -66,14 +66,19 @@ class DecodeGraphs:
         self.max_batch = self.buckets[-1]
         self.max_blocks = -(-max_model_len // block_size)
         B, dev = self.max_batch, device
-        self.ids = torch.zeros(B, dtype=torch.long, device=dev)
-        self.positions = torch.zeros(B, dtype=torch.long, device=dev)
-        self.slots = torch.full((B,), pad_block * block_size, dtype=torch.long, device=dev)
-        self.seq_lens = torch.ones(B, dtype=torch.int32, device=dev)
+        # static inputs as views of two device buffers (int64: ids, positions, slots; int32: seq_lens,
+        # block tables), each filled by one copy per step from a pinned host twin
+        W = self.max_blocks
+        self._dev64 = torch.zeros(3 * B, dtype=torch.long, device=dev)
+        self._dev32 = torch.full((B + B * W,), pad_block, dtype=torch.int32, device=dev)
+        self.ids, self.positions, self.slots = self._dev64[0:B], self._dev64[B:2 * B], self._dev64[2 * B:3 * B]
+        self.slots.fill_(pad_block * block_size)
+        self.seq_lens, self.tables = self._dev32[0:B], self._dev32[B:].view(B, W)
+        self.seq_lens.fill_(1)
         self.qsl = torch.arange(B + 1, dtype=torch.int32, device=dev)
-        self.tables = torch.full((B, self.max_blocks), pad_block, dtype=torch.int32, device=dev)
-        # one pinned staging buffer -> one copy per step: ids, positions, slots, seq_lens, tables
-        self._host = torch.empty(B * (3 + 1 + self.max_blocks), dtype=torch.long).pin_memory()
+        self._host64 = torch.empty(3 * B, dtype=torch.long).pin_memory()
+        self._host32 = torch.empty(B + B * W, dtype=torch.int32).pin_memory()
+        self._np64, self._np32 = self._host64.numpy(), self._host32.numpy()
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
         self.pool = None
@@ -121,25 +126,22 @@ class DecodeGraphs:
         if b is None:
             raise ValueError(f"batch {n} exceeds the largest captured graph ({self.max_batch})")
         B, W, bs = self.max_batch, self.max_blocks, self.block_size
-        h = self._host
-        ids, pos, slots, lens = h[0:B], h[B:2 * B], h[2 * B:3 * B], h[3 * B:4 * B]
-        tables = h[4 * B:].view(B, W)
-        ids[:b].zero_()
-        pos[:b].zero_()
-        slots[:b].fill_(self.pad_block * bs)
-        lens[:b].fill_(1)
-        tables[:b].fill_(self.pad_block)
+        h, g = self._np64, self._np32  # numpy views of the pinned buffers: no torch dispatch per element
+        ids, pos, slots = h[0:B], h[B:2 * B], h[2 * B:3 * B]
+        lens, tables = g[0:B], g[B:].reshape(B, W)
+        ids[:b] = 0
+        pos[:b] = 0
+        slots[:b] = self.pad_block * bs
+        lens[:b] = 1
+        tables[:b] = self.pad_block
         for i, (tok, p, blocks) in enumerate(seqs):
             if len(blocks) > W:
                 raise ValueError(f"request holds {len(blocks)} blocks, graphs were captured for {W}")
             ids[i], pos[i], lens[i] = tok, p, p + 1
             slots[i] = blocks[p // bs] * bs + p % bs
-            tables[i, :len(blocks)] = torch.tensor(blocks, dtype=torch.long)
-        dev = h[:4 * B + b * W].to(self.device, non_blocking=True)
-        self.ids[:b].copy_(dev[0:b])
-        self.positions[:b].copy_(dev[B:B + b])
-        self.slots[:b].copy_(dev[2 * B:2 * B + b])
-        self.seq_lens[:b].copy_(dev[3 * B:3 * B + b])
-        self.tables[:b].copy_(dev[4 * B:4 * B + b * W].view(b, W))
+            tables[i, :len(blocks)] = blocks
+        # the host buffers are rewritten only after the caller has read this step's logits (a sync)
+        self._dev64.copy_(self._host64, non_blocking=True)
+        self._dev32[:B + b * W].copy_(self._host32[:B + b * W], non_blocking=True)
         self.graphs[b].replay()
         return self.logits[b][:n]

@@ -97,16 +97,32 @@ def sample_with_drafts(logits: torch.Tensor, row: SampleRow, draft: list[int],
     return [_with_logprobs(SampledToken(t), logits[i], row.params) for i, t in enumerate(ids)]
 
 
+def _plain_greedy(row: SampleRow) -> bool:
+    """Greedy with nothing that changes or reports the logits: its token is the argmax of the raw row."""
+    p = row.params
+    return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
+            and not ((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
+            and not (row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
+
+
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
-    """logits [B, V] float32, one row per request that samples this step."""
-    results = []
+    """logits [B, V] float32, one row per request that samples this step. Plain greedy rows
+    (see _plain_greedy) take one batched argmax and one copy to the host; the rest go row by row."""
+    results: list[SampledToken | None] = [None] * len(rows)
+    plain = [i for i, row in enumerate(rows) if _plain_greedy(row)]
+    if plain:
+        picked = logits if len(plain) == len(rows) else logits[plain]
+        for i, t in zip(plain, torch.argmax(picked, dim=-1).tolist()):
+            results[i] = SampledToken(t)
     for i, row in enumerate(rows):
+        if results[i] is not None:
+            continue
         raw = logits[i]
         if row.params.greedy:
             token = int(torch.argmax(apply_penalties(raw.clone(), row)))
         else:
             token = int(torch.multinomial(processed_probs(raw, row), 1, generator=row.generator))
-        results.append(_with_logprobs(SampledToken(token), raw, row.params))
+        results[i] = _with_logprobs(SampledToken(token), raw, row.params)
     return results
 
 

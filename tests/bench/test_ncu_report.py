@@ -47,6 +47,13 @@ def test_launches_units_and_nvtx(text):
     assert (ls[0].op, ls[0].provider, ls[0].step) == ("(outside ops)", "-", "decode.0")
 
 
+def test_graph_replayed_kernels_take_their_op_from_the_kernel_name(text):
+    ls = ncu_report.parse_launches(text.replace("onecat.op.", "capture.op."))  # no op ranges at replay
+    assert (ls[2].op, ls[2].provider, ls[2].step) == ("linear", "graph", "decode.0")
+    assert (ls[1].op, ls[5].op) == ("rms_norm", "argmax")
+    assert (ls[0].op, ls[3].op) == ("(outside ops)", "(outside ops)")  # torch's own kernels
+
+
 def test_kernel_table(text):
     rows = ncu_report.kernel_table(ncu_report.parse_launches(text))
     assert [r.op for r in rows] == ["linear", "argmax", "paged_attention", "rms_norm", "paged_attention", "(outside ops)"]

@@ -90,3 +90,15 @@ def test_h200_peers_config_parses():
     a = build_parser().parse_args(argv)
     assert command == "peers" and a.batched == ["llama3-8b:Q4_0=32,64"]
     assert a.configs == ["smollm2-135m:Q4_1", "llama3-8b:Q4_0", "llama3-8b:Q4_K_M"]
+
+
+def test_goals_from_recorded_h200_run():
+    from onecat.bench.peers_report import goals
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results", "h200-2026-11-29",
+                        "peers.jsonl")
+    lines = goals(read_jsonl(path))  # session 2: onecat smollm2 eager (58.6 tok/s) vs llama.cpp tg128 922.5
+    assert lines[0] == "- G1 (smollm2-135m Q4_1 batch 1 >= 2.0x llama.cpp tg128): 0.06x: not met"
+    assert lines[1:] == ["- G2 (llama3-8b Q4_0 batch 1 >= 85% of copy): not measured",
+                         "- G2 (llama3-8b Q4_K_M batch 1 >= 85% of copy): not measured",
+                         "- G3 at 32 sequences: not measured in this run", "- G3 at 64 sequences: not measured in this run"]

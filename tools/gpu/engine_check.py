@@ -46,7 +46,9 @@ def build(device: str, dtype: torch.dtype) -> LoadedModel:
     model = LlamaForCausalLM(SPEC, dtype, torch.device(device))
     for name in sorted(model.expected_weights()):
         shape = _shape(name)
-        std = 1.0 if "embed" in name else (0.0 if "norm" in name else 0.5 / SPEC.hidden_size ** 0.5)
+        # embedding and (untied) LM head at std 1: logits spread by ~sqrt(H), so most positions have
+        # a top-2 gap over GAP (at 0.5/sqrt(H) the 8B shape's 128256 logits sat within ~0.1 of each other)
+        std = 1.0 if ("embed" in name or "lm_head" in name) else (0.0 if "norm" in name else 0.5 / SPEC.hidden_size ** 0.5)
         t = torch.randn(shape, generator=g, device=gen_dev) * std + (1.0 if "norm" in name else 0.0)
         model.load_weight(name, t.to(device=device, dtype=dtype))
         del t

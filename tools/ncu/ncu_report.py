@@ -16,7 +16,9 @@ The raw page has a header row, a units row, then one row per profiled kernel lau
   occupancy           sm__warps_active.avg.pct_of_peak_sustained_active (achieved),
                       sm__maximum_warps_per_active_cycle_pct (theoretical)
   NVTX                the "thread Domain:Push/Pop_Range..." column(s): onecat.step.<phase>.<i> and
-                      onecat.op.<op>.<provider> ranges (tools/ncu/target.py names them)
+                      onecat.op.<op>.<provider> ranges (tools/ncu/target.py names them); kernels
+                      replayed from a CUDA graph have no op range: their op comes from the kernel
+                      name (KERNEL_OPS), provider "graph"
 
 ncu serializes and replays kernels, so the gaps between kernels cannot be read from the report:
 the timeline sets each profiled step's summed kernel durations against the step's device time
@@ -40,6 +42,11 @@ BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12, "
 NVTX_PREFIXES = ("thread Domain:Push/Pop_Range", "Id:Domain:Start/Stop_Range", "NVTX")
 OP_RE = re.compile(r"onecat\.op\.([A-Za-z0-9_]+)\.([A-Za-z0-9_\-]+)")
 STEP_RE = re.compile(r"onecat\.step\.([A-Za-z0-9_]+)\.(\d+)")
+# kernels replayed from a CUDA graph carry no op ranges (those were pushed at capture): their op is
+# read from onecat's kernel names, provider "graph"
+KERNEL_OPS = (("gemv_", "linear"), ("gemm_", "linear"), ("attn_", "paged_attention"), ("rms_norm", "rms_norm"),
+              ("rotary_", "rotary_embedding"), ("silu_and_mul", "silu_and_mul"), ("gelu_", "gelu_and_mul"),
+              ("reshape_and_cache", "reshape_and_cache"), ("argmax", "argmax"), ("sample", "sample"))
 TENSOR_RE = re.compile(r"^sm__(pipe_tensor\w*cycles_active|inst_executed_pipe_tensor\w*)\..*pct")
 
 
@@ -132,6 +139,9 @@ def parse_launches(text: str) -> list[Launch]:
     for i, r in enumerate(rows):
         nvtx = " ".join(r.get(c, "") for c in nvtx_cols)
         op = OP_RE.findall(nvtx)
+        if not op:
+            name = r.get("Kernel Name", "")
+            op = [(o, "graph") for prefix, o in KERNEL_OPS if name.startswith(prefix)][:1]
         step = STEP_RE.findall(nvtx)
         dur = _scaled(r, units, "gpu__time_duration.sum", TIME_US)
         if dur is None:

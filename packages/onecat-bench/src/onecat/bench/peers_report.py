@@ -70,6 +70,43 @@ def ratios(records: list[Record]) -> list[str]:
     return lines
 
 
+def _median(recs: list[Record], engine: str, shape: str, fmt: str, batch: int, ctx: int | None = None):
+    """The decode record of `engine` for (shape, format, batch) (llama.cpp: at context `ctx` if given)."""
+    for r in recs:
+        if (r.engine.split()[0] == engine and r.model.name == shape and r.workload.batch == batch
+                and r.model.weight_format.split(";")[0] == f"GGUF {fmt}" and "decode_tok_s" in r.metrics
+                and (ctx is None or r.workload.input_len == ctx)):
+            return r
+    return None
+
+
+def goals(records: list[Record]) -> list[str]:
+    """G1-G3 of ../shared/perf.md, each met / not met / not measured, from this run's records."""
+    lines = []
+    oc, lc = (_median(records, "onecat", "smollm2-135m", "Q4_1", 1),
+              _median(records, "llama.cpp", "smollm2-135m", "Q4_1", 1, ctx=0))
+    if oc and lc:
+        x = oc.metrics["decode_tok_s"].median / lc.metrics["decode_tok_s"].median
+        lines.append(f"- G1 (smollm2-135m Q4_1 batch 1 >= 2.0x llama.cpp tg128): {x:.2f}x: "
+                     f"{'met' if x >= 2.0 else 'not met'}")
+    else:
+        lines.append("- G1: not measured in this run")
+    for fmt in ("Q4_0", "Q4_K_M"):
+        r = _median(records, "onecat", "llama3-8b", fmt, 1)
+        pct = r.metrics.get("pct_of_copy_bandwidth") if r else None
+        lines.append(f"- G2 (llama3-8b {fmt} batch 1 >= 85% of copy): "
+                     + (f"{pct.median:.1f}%: {'met' if pct.median >= 85 else 'not met'}" if pct else "not measured"))
+    for b in (32, 64):
+        o, p = _median(records, "onecat", "llama3-8b", "Q4_0", b), _median(records, "llama.cpp", "llama3-8b", "Q4_0", b)
+        if o and p:
+            x = o.metrics["decode_tok_s"].median / p.metrics["decode_tok_s"].median
+            lines.append(f"- G3 (llama3-8b Q4_0, {b} sequences >= 3x llama-batched-bench): {x:.2f}x: "
+                         f"{'met' if x >= 3.0 else 'not met'}")
+        else:
+            lines.append(f"- G3 at {b} sequences: not measured in this run")
+    return lines
+
+
 def write_report(records: list[Record], path: str, copy_bw: float | None, files: dict | None = None) -> None:
     recs = sorted(records, key=_key)
     mach = records[0].machine if records else None
@@ -117,6 +154,7 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
     rs = ratios(records)
     if rs:
         out += ["", "Ratios (decode tok/s medians):", ""] + rs
+    out += ["", "Goals (../shared/perf.md):", ""] + goals(records)
     out += ["", "How measured: batch-1 decode after a prompt of `context` random token ids, greedy, EOS ignored. "
             "onecat and HF: B*(N-1)/(t(generate N) - t(generate 1)) per repeat (prefill cancels out), fresh "
             "prompts each repeat. llama.cpp: llama-bench tg rows (context 0 = the standard tg128; the context-512 "

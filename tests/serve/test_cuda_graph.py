@@ -77,6 +77,26 @@ def test_graphs_change_no_greedy_token():
 
 
 @pytest.mark.gpu
+def test_graphs_change_no_seeded_sample():
+    """Sampled rows go through the `sample` op on CUDA, keyed by (seed, step): graphs on and off
+    draw the same tokens, and the draws are not all the argmax."""
+    from onecat.serve.sampling_params import SamplingParams
+
+    spec = _spec()
+    loaded = _model(spec, "cuda", torch.float16)
+    prompts = [[5, 9, 2], list(range(1, 30)), [7] * 11]
+    params = SamplingParams(temperature=50.0, top_k=50, top_p=0.95, seed=123, max_tokens=16,  # its logits span ~1e3
+                            ignore_eos=True)
+    outs = {}
+    for eager in (True, False):
+        cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager), cache=CacheConfig(num_blocks=64),
+                           scheduler=SchedulerConfig(max_num_seqs=4))
+        outs[eager] = greedy_ids(ModelRunner(cfg, loaded=loaded), prompts, 16, params)[0]
+    assert outs[True] == outs[False]
+    assert outs[True] != _greedy(ModelRunner(cfg, loaded=loaded), prompts, 16)
+
+
+@pytest.mark.gpu
 def test_capture_refused_where_decode_attention_falls_back_to_the_reference():
     spec = _spec(head_dim=32)  # no CUDA decode kernel for head dim 32: the torch reference loops on the host
     cfg = EngineConfig(model=ModelConfig(device="cuda"), cache=CacheConfig(num_blocks=16),

@@ -2,7 +2,7 @@
 
 import torch
 
-from onecat.serve.sampler import SampleRow, _plain_greedy, apply_penalties, sample
+from onecat.serve.sampler import SampleRow, _plain_greedy, apply_penalties, processed_probs, sample
 from onecat.serve.sampling_params import SamplingParams
 
 
@@ -39,3 +39,35 @@ def test_mixed_batch_matches_row_by_row():
     assert got[0].token_id == 9 and got[2].token_id != 9 and got[1].token_id == 6
     assert got[3].logprob is not None and len(got[3].top) == 2 and got[0].logprob is None
     assert 0 <= got[5].token_id < 50
+
+
+def test_sampled_rows_are_the_sample_op_keyed_by_seed_and_step():
+    from onecat.kernels.sampling_ops import sample_reference
+
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, 64, generator=g) * 3
+    rows = [_row(temperature=0.8, top_k=10, out=[4] * 5), _row(temperature=0.0),
+            _row(temperature=1.3, top_p=0.9, min_p=0.05, out=[1, 2])]
+    rows[0].seed, rows[2].seed = 11, 2**40 + 7
+    got = [t.token_id for t in sample(logits, rows)]
+    f32, i32, i64 = torch.float32, torch.int32, torch.int64
+    want = sample_reference(logits[[0, 2]], torch.tensor([0.8, 1.3], dtype=f32), torch.tensor([10, 0], dtype=i32),
+                            torch.tensor([1.0, 0.9], dtype=f32), torch.tensor([0.0, 0.05], dtype=f32),
+                            torch.tensor([11, 2**40 + 7], dtype=i64), torch.tensor([5, 2], dtype=i64)).tolist()
+    assert [got[0], got[2]] == want and got[1] == int(torch.argmax(logits[1]))
+    # a row's draw does not depend on the rows beside it
+    assert sample(logits[2:], rows[2:])[0].token_id == got[2]
+
+
+def test_processed_probs_is_the_ops_distribution():
+    from onecat.kernels.sampling_ops import sampling_keep_mask
+
+    g = torch.Generator().manual_seed(2)
+    raw = torch.randn(200, generator=g) * 2
+    row = _row(temperature=0.7, top_k=40, top_p=0.8, min_p=0.02, repetition_penalty=1.2)
+    probs = processed_probs(raw, row)
+    x = apply_penalties(raw.clone(), row)[None]
+    keep, _ = sampling_keep_mask(x, torch.tensor([0.7]), torch.tensor([40], dtype=torch.int32), torch.tensor([0.8]),
+                                 torch.tensor([0.02]))
+    assert torch.equal(probs > 0, keep[0]) and abs(float(probs.sum()) - 1) < 1e-5
+    assert 0 < int(keep.sum()) < 40

@@ -14,14 +14,16 @@ from .sampling_params import SamplingParams
 from .scheduler import Scheduler
 
 
-def greedy_ids(runner: ModelRunner, prompts: list[list[int]], max_tokens: int) -> tuple[list[list[int]], list[float]]:
-    """Generate max_tokens greedy ids per prompt (batched as the scheduler decides). Returns the ids
-    and the host-timed seconds of each pure-decode step (device-synchronized on CUDA). Checks that
-    every request ran to its length and that every KV block is free again."""
+def greedy_ids(runner: ModelRunner, prompts: list[list[int]], max_tokens: int,
+               params: SamplingParams | None = None) -> tuple[list[list[int]], list[float]]:
+    """Generate max_tokens greedy ids per prompt (batched as the scheduler decides; `params` other
+    than greedy for seeded sampling checks). Returns the ids and the host-timed seconds of each
+    pure-decode step (device-synchronized on CUDA). Checks that every request ran to its length
+    and that every KV block is free again."""
     kv = KVCacheManager(runner.num_blocks, runner.block_size)
     sched = Scheduler(runner.config.scheduler, kv, runner.max_model_len)
-    reqs = [Request(str(i), p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), max_tokens)
-            for i, p in enumerate(prompts)]
+    params = params or SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    reqs = [Request(str(i), p, params, max_tokens) for i, p in enumerate(prompts)]
     for r in reqs:
         sched.add(r)
     sync = torch.cuda.synchronize if runner.device.type == "cuda" else (lambda: None)

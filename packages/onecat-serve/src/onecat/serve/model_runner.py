@@ -64,6 +64,7 @@ class ModelRunner:
                            torch.zeros(shape, dtype=self.dtype, device=self.device))
                           for _ in self.spec.attention_layers]
         self.generators: dict[str, torch.Generator] = {}
+        self.seeds: dict[str, int] = {}
         self.keep_hidden = False  # MTP drafting: keep the scored positions' final hidden states
         self.last_hidden: dict[str, tuple[int, torch.Tensor]] = {}
         self._seed_source = torch.Generator().manual_seed(config.seed)
@@ -222,19 +223,26 @@ class ModelRunner:
 
     def sample_row(self, req, with_generator: bool = True) -> SampleRow:
         """How this request samples; with_generator=False leaves its generator out (and unseeded),
-        for drafters that process logits like the target but draw with their own generator."""
+        for drafters that process logits like the target but draw with their own generator. The
+        seed (explicit, else drawn once per request) keys the `sample` op and the generator alike."""
         p = req.params
-        gen = None
-        if not p.greedy and with_generator:
-            gen = self.generators.get(req.request_id)
-            if gen is None:
+        gen, seed = None, 0
+        if not p.greedy:
+            seed = self.seeds.get(req.request_id)
+            if seed is None:
                 seed = p.seed if p.seed is not None else int(torch.randint(0, 2**62, (), generator=self._seed_source))
-                gen = self.generators[req.request_id] = torch.Generator(device=self.device).manual_seed(seed)
+                self.seeds[req.request_id] = seed
+            if with_generator:
+                gen = self.generators.get(req.request_id)
+                if gen is None:
+                    gen = self.generators[req.request_id] = torch.Generator(device=self.device).manual_seed(seed)
         stops = frozenset(p.stop_token_ids) | (frozenset() if p.ignore_eos else req.eos_token_ids)
-        return SampleRow(p, req.prompt_token_ids, req.output_token_ids, gen, stops if p.min_tokens else frozenset())
+        return SampleRow(p, req.prompt_token_ids, req.output_token_ids, gen, stops if p.min_tokens else frozenset(),
+                         seed)
 
     def release(self, request_id: str) -> None:
         self.generators.pop(request_id, None)
+        self.seeds.pop(request_id, None)
 
     @torch.inference_mode()
     def score(self, token_ids: list[int]) -> torch.Tensor:

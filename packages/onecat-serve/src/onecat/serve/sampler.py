@@ -1,5 +1,11 @@
-"""Logits -> next tokens, per request: penalties, min_tokens, temperature, top-k, top-p, min-p,
-seeded sampling, logprobs. Torch reference; runs where the logits are.
+"""Logits -> next tokens, per request: penalties, min_tokens, temperature, min-p, top-k, top-p,
+seeded sampling, logprobs. Runs where the logits are.
+
+Truncation and the draw are onecat.kernels' `sample` op (vLLM's order: min-p, top-k, then top-p;
+a Gumbel-max draw keyed by the request's seed and step, so a request's tokens do not depend on
+which others share its batch): one launch for all sampled rows of a step on CUDA, its torch
+reference on the CPU. Speculative verification draws from the same distribution
+(`processed_probs`, built from the op's keep mask) with the request's torch generator.
 
 Logprobs are those of the model's raw distribution (log_softmax of the logits before any
 penalty or truncation), as vLLM reports by default.
@@ -11,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from onecat.kernels import ops
+from onecat.kernels.sampling_ops import sampling_keep_mask
 from onecat.spec.verifier import verify_greedy, verify_sampled
 
 from .sampling_params import SamplingParams
@@ -23,6 +31,7 @@ class SampleRow:
     output_token_ids: list[int]
     generator: torch.Generator | None
     stop_ids_until_min: frozenset[int]  # ids banned while fewer than min_tokens are out
+    seed: int = 0  # the request's seed (explicit or drawn once): keys the `sample` op's draws
 
 
 @dataclass
@@ -48,21 +57,25 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
     return logits
 
 
-def truncate(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
-    """Mask everything outside top-k, the top-p nucleus and the min-p floor with -inf."""
-    if p.top_k and p.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, p.top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, -float("inf"))
-    if p.top_p < 1.0:
-        sorted_logits, idx = torch.sort(logits, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
-        drop = probs.cumsum(-1) - probs >= p.top_p
-        logits = logits.scatter(0, idx[drop], -float("inf"))
-    if p.min_p > 0.0:
-        probs = torch.softmax(logits, dim=-1)
-        logits = logits.masked_fill(probs < p.min_p * probs.max(), -float("inf"))
-    return logits
+def _changes_logits(row: SampleRow) -> bool:
+    """Whether penalties or the min_tokens ban touch this row's logits this step."""
+    p = row.params
+    return (p.repetition_penalty != 1.0 or bool((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
+            or bool(row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
+
+
+def _penalized(raw: torch.Tensor, row: SampleRow) -> torch.Tensor:
+    """The row's logits after penalties and the min_tokens ban (raw itself when none applies)."""
+    return apply_penalties(raw.clone(), row) if _changes_logits(row) else raw
+
+
+def _filter_params(rows: list[SampleRow], device) -> tuple[torch.Tensor, ...]:
+    """temperature, top_k, top_p, min_p [B] in the `sample` op's dtypes."""
+    ps = [r.params for r in rows]
+    return (torch.tensor([p.temperature for p in ps], dtype=torch.float32, device=device),
+            torch.tensor([p.top_k for p in ps], dtype=torch.int32, device=device),
+            torch.tensor([p.top_p for p in ps], dtype=torch.float32, device=device),
+            torch.tensor([p.min_p for p in ps], dtype=torch.float32, device=device))
 
 
 def _with_logprobs(tok: SampledToken, raw: torch.Tensor, p: SamplingParams) -> SampledToken:
@@ -76,9 +89,11 @@ def _with_logprobs(tok: SampledToken, raw: torch.Tensor, p: SamplingParams) -> S
 
 
 def processed_probs(raw: torch.Tensor, row: SampleRow) -> torch.Tensor:
-    """The distribution a sampled request draws from: penalties, temperature, truncation."""
-    x = truncate(apply_penalties(raw.clone(), row) / row.params.temperature, row.params)
-    return torch.softmax(x, dim=-1)
+    """The distribution a sampled request draws from: penalties, temperature, then the `sample`
+    op's filters (min-p, top-k, top-p), renormalized."""
+    x = _penalized(raw, row)[None]
+    keep, z = sampling_keep_mask(x, *_filter_params([row], x.device))
+    return torch.softmax(z.masked_fill(~keep, -float("inf")), dim=-1)[0]
 
 
 def sample_with_drafts(logits: torch.Tensor, row: SampleRow, draft: list[int],
@@ -99,30 +114,33 @@ def sample_with_drafts(logits: torch.Tensor, row: SampleRow, draft: list[int],
 
 def _plain_greedy(row: SampleRow) -> bool:
     """Greedy with nothing that changes or reports the logits: its token is the argmax of the raw row."""
-    p = row.params
-    return (p.greedy and p.logprobs is None and p.repetition_penalty == 1.0
-            and not ((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
-            and not (row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
+    return row.params.greedy and row.params.logprobs is None and not _changes_logits(row)
 
 
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
     """logits [B, V] float32, one row per request that samples this step. Plain greedy rows
-    (see _plain_greedy) take one batched argmax and one copy to the host; the rest go row by row."""
-    results: list[SampledToken | None] = [None] * len(rows)
+    (see _plain_greedy) take one batched argmax; sampled rows one `sample` op over the penalized
+    logits, keyed by (seed, number of tokens out); one copy to the host for each."""
+    ids: list[int | None] = [None] * len(rows)
     plain = [i for i, row in enumerate(rows) if _plain_greedy(row)]
     if plain:
         picked = logits if len(plain) == len(rows) else logits[plain]
         for i, t in zip(plain, torch.argmax(picked, dim=-1).tolist()):
-            results[i] = SampledToken(t)
+            ids[i] = t
+    drawn = [i for i, row in enumerate(rows) if not row.params.greedy]
+    if drawn:
+        sub = [rows[i] for i in drawn]
+        x = torch.stack([_penalized(logits[i], rows[i]) for i in drawn])
+        dev = x.device
+        seed = torch.tensor([r.seed for r in sub], dtype=torch.int64, device=dev)
+        step = torch.tensor([len(r.output_token_ids) for r in sub], dtype=torch.int64, device=dev)
+        for i, t in zip(drawn, ops.sample(x, *_filter_params(sub, dev), seed, step).tolist()):
+            ids[i] = t
+    results = []
     for i, row in enumerate(rows):
-        if results[i] is not None:
-            continue
-        raw = logits[i]
-        if row.params.greedy:
-            token = int(torch.argmax(apply_penalties(raw.clone(), row)))
-        else:
-            token = int(torch.multinomial(processed_probs(raw, row), 1, generator=row.generator))
-        results[i] = _with_logprobs(SampledToken(token), raw, row.params)
+        if ids[i] is None:  # greedy with penalties, a min_tokens ban or logprobs
+            ids[i] = int(torch.argmax(_penalized(logits[i], row)))
+        results.append(_with_logprobs(SampledToken(ids[i]), logits[i], row.params))
     return results
 
 

@@ -11,6 +11,7 @@ lookup.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -107,6 +108,13 @@ class AdmissionError(RuntimeError):
     pass
 
 
+DISABLED_ENV = "ONECAT_DISABLED_PROVIDERS"  # comma list of provider names refused on every problem
+
+
+def _env_disabled() -> set[str]:
+    return {n.strip() for n in os.environ.get(DISABLED_ENV, "").split(",") if n.strip()}
+
+
 class KernelRegistry:
     def __init__(self) -> None:
         self.ops: dict[str, OpSpec] = {}
@@ -148,6 +156,12 @@ class KernelRegistry:
         self.disabled = set(disabled or ())
         self._cache.clear()
 
+    def is_disabled(self, name: str) -> bool:
+        """Disabled by configure() or by the environment ($ONECAT_DISABLED_PROVIDERS, read when a
+        problem is first selected: a provider found wrong on some machine is switched off without
+        a code or config change, e.g. in a benchmark's child processes)."""
+        return name != REFERENCE and (name in self.disabled or name in _env_disabled())
+
     def _check_op(self, op: str) -> None:
         if op not in self.ops:
             raise KeyError(f"unknown op {op!r} (known: {', '.join(sorted(self.ops))})")
@@ -187,8 +201,8 @@ class KernelRegistry:
             return Selection(problem, providers[pin], others)
         chosen = None
         for name in self.order(problem.op):
-            if name in self.disabled and name != REFERENCE:
-                refused[name] = ["disabled by configuration"]
+            if self.is_disabled(name):
+                refused[name] = ["disabled by configuration" if name in self.disabled else f"disabled by ${DISABLED_ENV}"]
                 continue
             if chosen is not None:
                 refused[name] = [f"lower priority than {chosen.name}"]

@@ -88,6 +88,52 @@ def nvtx_ops(enabled: bool) -> None:
         ops._dispatch = original
 
 
+def timeline(step, n: int) -> None:
+    """Trace n decode steps (torch.profiler: real kernel start/end times, no replay): per-kernel
+    table and, per step, the span from the first kernel's start to the last one's end against the
+    time some kernel was running (the rest: launch gaps and host waits inside the step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start),
+                     key=lambda e: e.time_range.start)
+    if not kernels:
+        print("timeline: the profiler recorded no CUDA kernels")
+        return
+    by_name: dict[str, list[float]] = {}
+    for e in kernels:
+        by_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    total = sum(sum(v) for v in by_name.values())
+    print(f"timeline over {n} decode steps: {len(kernels)} device activities ({len(kernels) / n:.0f} per step)")
+    print(f"{'kernel':60s} {'n/step':>7s} {'us/step':>9s} {'mean us':>8s} {'share':>6s}")
+    for name, ds in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:25]:
+        print(f"{name[:60]:60s} {len(ds) / n:7.1f} {sum(ds) / n:9.1f} {statistics.mean(ds):8.2f} {sum(ds) / total:6.1%}")
+    # steps: split where the device idled longer than 100 us (the host's turn between steps)
+    groups, cur = [], [kernels[0]]
+    for e in kernels[1:]:
+        if e.time_range.start - max(x.time_range.end for x in cur[-8:]) > 100:
+            groups.append(cur)
+            cur = []
+        cur.append(e)
+    groups.append(cur)
+    for i, g in enumerate(groups[:n]):
+        span = max(e.time_range.end for e in g) - g[0].time_range.start
+        busy, end = 0.0, g[0].time_range.start
+        for e in g:  # union of the kernels' intervals
+            s0, e0 = max(e.time_range.start, end), e.time_range.end
+            if e0 > s0:
+                busy += e0 - s0
+                end = e0
+        print(f"step {i}: {len(g)} activities, span {span:.1f} us, kernels busy {busy:.1f} us, "
+              f"gaps {span - busy:.1f} us ({(span - busy) / span:.0%})")
+    if len(groups) > 1:
+        gaps = [groups[i + 1][0].time_range.start - max(e.time_range.end for e in groups[i]) for i in range(len(groups) - 1)]
+        print(f"device idle between steps (host turn): median {statistics.median(gaps):.1f} us")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="a GGUF file (default: generated weights of --shape)")
@@ -99,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--profiled", type=int, default=2)
     ap.add_argument("--steps-json", default=None, help="write the timed steps and the route here")
+    ap.add_argument("--timeline", type=int, default=0,
+                    help="trace this many decode steps with torch.profiler (CUPTI; graph kernels included) and "
+                         "print their kernel table and the idle gaps between kernels, without ncu")
     ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
     ap.add_argument("--dtype", default="float16")
     a = ap.parse_args(argv)
@@ -114,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     from onecat.serve.sampling_params import SamplingParams
     from onecat.serve.scheduler import Scheduler
 
-    total = a.warmup + a.timed + a.profiled + 2
+    total = a.warmup + a.timed + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
     cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
                        cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False),
@@ -162,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decode step, batch {a.batch}, context {a.context}: median {med:.1f} us "
           f"(min {min(times):.1f}, max {max(times):.1f}) over {len(times)} steps, "
           f"{'CUDA events' if cuda else 'host clock'}, not profiled")
+    if cuda and a.timeline:
+        timeline(step, a.timeline)
     route = {r["problem"]: r["provider"] for r in runner.route_report()}
     if a.steps_json:
         with open(a.steps_json, "w") as f:

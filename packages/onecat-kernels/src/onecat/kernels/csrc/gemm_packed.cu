@@ -1,0 +1,447 @@
+// gemm_packed.cu: y[M, N] = x[M, K] @ W[N, K]^T (+ bias) for M > 16 (prefill, batched decode) on
+// prepacked quantized W (weights.PackedWeight: q4_0, q4_1, q8_0, q4_k, q6_k, awq), FP16 in/out, FP32
+// accumulation on tensor cores. Written for Volta (sm_70: PTX wmma m16n16k16 = HMMA.884, inline PTX
+// since NVRTC lacks mma.h), runs as is on newer GPUs: 128-bit loads, register prefetch, no cp.async /
+// ldmatrix / TMA.
+//
+//  * Tiling: 128 threads (2 x 2 warps), a block owns BM rows of x x BN = 64 output features and walks
+//    K in steps of BK = 64 (two 32-weight chunks per W row). Three shapes (cuda_ops.gemm_shape picks):
+//    m32 (BM 32, M <= 32), m64 (BM 64), m128 (BM 128, prefill: W is dequantized once per 128 rows).
+//    Warp tile (BM / 2) x 32: FM x 2 accumulator fragments.
+//  * Per K-step every thread owns one (row, chunk) of the W tile: its packed bytes for the NEXT step
+//    (16 B of nibbles / 32 B int8, + q6_k high bits, + scale words) and BM / 16 x 16-byte pieces of
+//    the next x tile are loaded into registers while the current step's tiles are multiplied from
+//    shared memory; then the chunk is dequantized (gemv_packed.cu's integer tricks: one LOP3 + one
+//    HFMA2 per fp16 pair gives (q - z) / 16 exactly) and scaled to the fp16 weight a dense matmul
+//    would use (q4_0 / q8_0 / awq: one HMUL2 by the fp16-exact scale, the correctly rounded product;
+//    q4_1 / q4_k / q6_k: FP32 fma(scale, w, coef), then rounded), stored as 4 x 16 B into the W tile.
+//    m32 / m64 double-buffer shared memory (one barrier per step); m128 (27 KB per stage) has one
+//    stage and two barriers. Rows of x >= M and chunks >= K/32 are zero-filled; W rows >= N are
+//    clamped (their outputs are not written); fragments whose 16 rows all lie past M are skipped.
+//  * Shared layouts padded to 72 halves per row: the 16-byte stores of a quarter warp (4 W rows x 2
+//    chunks, or one x row) and the wmma fragment loads hit distinct banks.
+//  * Split-K (gridDim.z = S > 1, when N / 64 x M tiles would leave SMs idle): split z runs K-steps
+//    [z P, (z + 1) P), writes its FP32 tile to ws[z], and the last block of the tile to arrive
+//    (a per-tile counter, zeroed by the caller) sums ws[0..S-1] in that fixed order (deterministic),
+//    adds the bias and writes FP16. One launch.
+#include "common.cuh"
+
+// ---- packed formats (the same planes and decode as gemv_packed.cu) ------------------------------
+enum { F_Q4_0 = 0, F_Q4_1 = 1, F_Q8_0 = 2, F_Q4_K = 3, F_Q6_K = 4, F_AWQ = 5 };
+
+template <int F>
+struct PChunk {
+  uint4 w[F == F_Q8_0 ? 2 : 1];  // 32 weights of one row
+  uint2 h;                        // q6_k: high bits
+  uint4 meta;                     // scale words (q4_k: the 16-byte header)
+};
+
+ONECAT_DEVICE unsigned lop_or(unsigned v, unsigned mask) { return (v & mask) | 0x64006400u; }
+ONECAT_DEVICE __half2 u2h(unsigned u) {
+  __half2 h;
+  *reinterpret_cast<unsigned*>(&h) = u;
+  return h;
+}
+ONECAT_DEVICE __half2 h2c(float a) { return __float2half2_rn(a); }
+
+// 8 weights of word s (0..3) of one chunk -> 4 half2 (q - z) / D, pairs (0,1) (2,3) (4,5) (6,7).
+template <int F>
+ONECAT_DEVICE void dequant8(const PChunk<F>& ck, int s, __half2 nlo, __half2 nhi, __half2 (&wv)[4]) {
+  if constexpr (F == F_Q8_0) {
+    const uint4& w = ck.w[s >> 1];
+    const unsigned a = ((s & 1) ? w.z : w.x) ^ 0x80808080u, b = ((s & 1) ? w.w : w.y) ^ 0x80808080u;
+    const __half2 sc = h2c(1.f / 128.f), off = h2c(-9.f);  // (1024 + q + 128) / 128 - 9 = q / 128
+    wv[0] = __hfma2(u2h(__byte_perm(a, 0x64u, 0x4140)), sc, off);
+    wv[1] = __hfma2(u2h(__byte_perm(a, 0x64u, 0x4342)), sc, off);
+    wv[2] = __hfma2(u2h(__byte_perm(b, 0x64u, 0x4140)), sc, off);
+    wv[3] = __hfma2(u2h(__byte_perm(b, 0x64u, 0x4342)), sc, off);
+  } else {
+    const unsigned v = s == 0 ? ck.w[0].x : s == 1 ? ck.w[0].y : s == 2 ? ck.w[0].z : ck.w[0].w;
+    const unsigned v2 = v >> 8;
+    if constexpr (F == F_Q6_K) {
+      const unsigned hw = (s < 2) ? ck.h.x : ck.h.y;
+      const unsigned hb = (s & 1) ? __funnelshift_r(hw, hw, 8) : hw, hb2 = hb >> 2;
+      const __half2 slo = h2c(1.f / 64.f), shi = h2c(1.f / 1024.f), olo = h2c(-16.5f), ohi = h2c(-1.5f);
+      wv[0] = __hfma2(u2h(lop_or(v, 0x000F000Fu) | (hb & 0x00300030u)), slo, olo);
+      wv[1] = __hfma2(u2h(lop_or(v, 0x00F000F0u) | (hb & 0x03000300u)), shi, ohi);
+      wv[2] = __hfma2(u2h(lop_or(v2, 0x000F000Fu) | (hb2 & 0x00300030u)), slo, olo);
+      wv[3] = __hfma2(u2h(lop_or(v2, 0x00F000F0u) | (hb2 & 0x03000300u)), shi, ohi);
+    } else {
+      const __half2 slo = h2c(1.f / 16.f), shi = h2c(1.f / 256.f);
+      wv[0] = __hfma2(u2h(lop_or(v, 0x000F000Fu)), slo, nlo);
+      wv[1] = __hfma2(u2h(lop_or(v, 0x00F000F0u)), shi, nhi);
+      wv[2] = __hfma2(u2h(lop_or(v2, 0x000F000Fu)), slo, nlo);
+      wv[3] = __hfma2(u2h(lop_or(v2, 0x00F000F0u)), shi, nhi);
+    }
+  }
+}
+
+// q4_k: chunk j's (scale, min) 12-bit field at bit 12 j of header words 1..3 (weights._k4_fields).
+ONECAT_DEVICE void q4k_scale_min(const uint4& h, int j, unsigned& sc, unsigned& mn) {
+  const int off = 12 * j;
+  const unsigned lo = off < 32 ? h.y : (off < 64 ? h.z : h.w);
+  const unsigned hi = off < 32 ? h.z : h.w;
+  const unsigned f = __funnelshift_r(lo, hi, off & 31);
+  sc = f & 63u;
+  mn = (f >> 6) & 63u;
+}
+
+// One 32-weight chunk c of one row: loaded planes (weights, q6_k high bits, scale words).
+template <int F>
+ONECAT_DEVICE void load_chunk(PChunk<F>& ck, const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
+                              const unsigned char* __restrict__ meta, i64 row, int c, int nch, int gchunks) {
+  constexpr int QV = F == F_Q8_0 ? 2 : 1;
+  const uint4* wp = reinterpret_cast<const uint4*>(q) + (row * nch + c) * QV;
+#pragma unroll
+  for (int v = 0; v < QV; ++v) ck.w[v] = __ldg(wp + v);
+  if constexpr (F == F_Q6_K) ck.h = __ldg(reinterpret_cast<const uint2*>(qh) + row * nch + c);
+  if constexpr (F == F_Q4_0 || F == F_Q8_0)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned short*>(meta) + row * nch + c);
+  else if constexpr (F == F_Q4_1 || F == F_Q6_K)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * nch + c);
+  else if constexpr (F == F_AWQ)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * (nch / gchunks) + c / gchunks);
+  else
+    ck.meta = __ldg(reinterpret_cast<const uint4*>(meta) + row * (nch >> 3) + (c >> 3));
+}
+
+// Per chunk: fp32 scale(s) with dequant8's 1/16 (1/128, 1/64) folded in, the offset coefficient
+// (q4_1 / q4_k), and the fp16 zero terms of dequant8. w = scale * wv + coef (q6_k: scale1, weights 16..31).
+template <int F>
+ONECAT_DEVICE void chunk_consts(const PChunk<F>& ck, int c, float& scale, float& scale1, float& coef,
+                                __half2& nlo, __half2& nhi) {
+  const unsigned mw = ck.meta.x;
+  nlo = h2c(-64.5f);  // -(1024 + 8) / 16
+  nhi = h2c(-4.5f);   // -(1024 + 16 * 8) / 256
+  coef = 0.f;
+  scale1 = 0.f;
+  if constexpr (F == F_Q4_0) {
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q8_0) {
+    scale = 128.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q4_1) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const float mn = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 16.f * d;
+    coef = fmaf(8.f, d, mn);
+  } else if constexpr (F == F_Q4_K) {
+    const uint4& hd = ck.meta;
+    const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+    unsigned sc, mn;
+    q4k_scale_min(hd, c & 7, sc, mn);
+    const float dl = d * (float)sc, ml = dmin * (float)mn;
+    scale = 16.f * dl;
+    coef = fmaf(8.f, dl, -ml);
+  } else if constexpr (F == F_Q6_K) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 64.f * (d * (float)(signed char)(mw & 0xFF));
+    scale1 = 64.f * (d * (float)(signed char)((mw >> 8) & 0xFF));
+  } else {  // awq: (s, 1024 + z)
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const __half zz = __ushort_as_half((unsigned short)(mw >> 16));
+    nlo = __hmul2(__half2half2(zz), h2c(-1.f / 16.f));  // -(1024 + z) / 16
+    nhi = __hadd2(nlo, h2c(60.f));                       // -(64 + z) / 16
+  }
+}
+
+// The 32 fp16 weights of chunk c (in order) as 4 x 16 bytes: the rounding of the exact value.
+template <int F>
+ONECAT_DEVICE void dequant_chunk(const PChunk<F>& ck, int c, uint4 (&o)[4]) {
+  // q4_0 / q8_0 / awq: scale (16 d, 128 d, 16 s) is exact in fp16 and wv is exact, so one HMUL2
+  // rounds the exact product once (bit-identical to the fp32 path; |scale| must stay < 65504).
+  constexpr bool HALF = F == F_Q4_0 || F == F_Q8_0 || F == F_AWQ;
+  float scale, scale1, coef;
+  __half2 nlo, nhi;
+  chunk_consts<F>(ck, c, scale, scale1, coef, nlo, nhi);
+  const __half2 hs = __float2half2_rn(scale);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    __half2 wv[4];
+    dequant8<F>(ck, s, nlo, nhi, wv);
+    Half8 h;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (HALF) {
+        h.h2[i] = __hmul2(wv[i], hs);
+      } else {
+        const float sc = (F == F_Q6_K && s >= 2) ? scale1 : scale;
+        const float2 f = __half22float2(wv[i]);
+        h.h2[i] = __floats2half2_rn(fmaf(sc, f.x, coef), fmaf(sc, f.y, coef));
+      }
+    }
+    o[s] = h.u;
+  }
+}
+
+// ---- wmma m16n16k16 (fp16 in, fp32 accumulate) as inline PTX, shared-memory operands -------------
+struct FragAB { unsigned r[8]; };
+struct FragC { float r[8]; };
+
+ONECAT_DEVICE void wmma_load_a_row_shared(FragAB& f, const __half* p, int ldm) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("wmma.load.a.sync.aligned.row.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3]), "=r"(f.r[4]), "=r"(f.r[5]),
+                 "=r"(f.r[6]), "=r"(f.r[7])
+               : "r"(a), "r"(ldm) : "memory");
+}
+ONECAT_DEVICE void wmma_load_b_col_shared(FragAB& f, const __half* p, int ldm) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("wmma.load.b.sync.aligned.col.m16n16k16.shared.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, [%8], %9;"
+               : "=r"(f.r[0]), "=r"(f.r[1]), "=r"(f.r[2]), "=r"(f.r[3]), "=r"(f.r[4]), "=r"(f.r[5]),
+                 "=r"(f.r[6]), "=r"(f.r[7])
+               : "r"(a), "r"(ldm) : "memory");
+}
+ONECAT_DEVICE void wmma_mma(FragC& d, const FragAB& a, const FragAB& b) {
+  asm volatile("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, "
+               "{%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19,%20,%21,%22,%23}, "
+               "{%0,%1,%2,%3,%4,%5,%6,%7};"
+               : "+f"(d.r[0]), "+f"(d.r[1]), "+f"(d.r[2]), "+f"(d.r[3]), "+f"(d.r[4]), "+f"(d.r[5]),
+                 "+f"(d.r[6]), "+f"(d.r[7])
+               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(a.r[4]), "r"(a.r[5]),
+                 "r"(a.r[6]), "r"(a.r[7]), "r"(b.r[0]), "r"(b.r[1]), "r"(b.r[2]), "r"(b.r[3]),
+                 "r"(b.r[4]), "r"(b.r[5]), "r"(b.r[6]), "r"(b.r[7]));
+}
+ONECAT_DEVICE void wmma_store_d_row_shared(float* p, const FragC& d, int ldm) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("wmma.store.d.sync.aligned.row.m16n16k16.shared.f32 [%0], {%1,%2,%3,%4,%5,%6,%7,%8}, %9;"
+               :: "r"(a), "f"(d.r[0]), "f"(d.r[1]), "f"(d.r[2]), "f"(d.r[3]), "f"(d.r[4]), "f"(d.r[5]),
+                  "f"(d.r[6]), "f"(d.r[7]), "r"(ldm) : "memory");
+}
+
+// ---- the GEMM -----------------------------------------------------------------------------------
+constexpr int GM_THREADS = 128, GM_BK = 64, GM_LD = GM_BK + 8;  // halves per padded smem row
+
+template <int BM, int BN, int STAGES>
+struct GemmSmem {
+  static constexpr int STAGE = (BM + BN) * GM_LD;  // halves: x tile [BM][LD], then W tile [BN][LD]
+  static constexpr int C_LD = BN + 4;              // fp32 output staging [BM][C_LD] (reuses the stages)
+  static constexpr int AB = STAGES * STAGE * 2, C = BM * C_LD * 4;
+  static constexpr int BYTES = AB > C ? AB : C;
+};
+
+// 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
+ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const float (&v)[8],
+                              const __half* __restrict__ bias) {
+  if ((N & 7) == 0) {
+    Half8 h;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float a = v[2 * i], b = v[2 * i + 1];
+      if (bias) {
+        a += __half2float(bias[gn + 2 * i]);
+        b += __half2float(bias[gn + 2 * i + 1]);
+      }
+      h.h2[i] = __floats2half2_rn(a, b);
+    }
+    *reinterpret_cast<uint4*>(orow + gn) = h.u;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (gn + e < N) orow[gn + e] = __float2half_rn(bias ? v[e] + __half2float(bias[gn + e]) : v[e]);
+  }
+}
+
+template <int F, int BM, int BN, int STAGES, int PD>
+__device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__ x,
+                            const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
+                            const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
+                            float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
+                            int gchunks, int steps_per_split) {
+  static_assert(BN * GM_BK / 32 == GM_THREADS, "one W chunk per thread and K-step");
+  static_assert(BM % 32 == 0 && BN == 64, "2 x 2 warps, 32-column warp tiles");
+  static_assert(PD == 1 || PD == 2, "register prefetch depth in K-steps");
+  using SM = GemmSmem<BM, BN, STAGES>;
+  constexpr int WTM = BM / 2, WTN = BN / 2, FM = WTM / 16, FN = WTN / 16;
+  constexpr int XV = BM * GM_BK / 8 / GM_THREADS;  // 16-byte pieces of x per thread and step
+  constexpr int NV = BN / 8;                       // 8-column groups of an output row
+  __shared__ __align__(128) unsigned char smem[SM::BYTES];
+  __shared__ unsigned last_block;
+  __half* sh = reinterpret_cast<__half*>(smem);
+
+  const int t = threadIdx.x, warp = t >> 5, wm = warp >> 1, wn = warp & 1;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const int nch = K >> 5, nsteps = (nch + 1) >> 1;
+  const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
+  const int wr = t >> 1, wj = t & 1;  // this thread's W row and chunk of every step
+  const i64 wrow = (i64)min(n0 + wr, N - 1);
+  bool live[FM];  // fragments with at least one row < M
+#pragma unroll
+  for (int fm = 0; fm < FM; ++fm) live[fm] = m0 + wm * WTM + fm * 16 < M;
+
+  struct Regs {  // one K-step's global data of this thread, in flight in registers
+    PChunk<F> ck;
+    uint4 xr[XV];
+  };
+  auto fetch = [&](Regs& r, int st) {  // packed W chunk and x pieces of step st -> registers
+    const int c = 2 * st + wj;
+    if (c < nch) load_chunk<F>(r.ck, q, qh, meta, wrow, c, nch, gchunks);
+#pragma unroll
+    for (int i = 0; i < XV; ++i) {
+      const int idx = t + i * GM_THREADS, m = m0 + (idx >> 3), k = st * GM_BK + (idx & 7) * 8;
+      r.xr[i] = (m < M && k < K) ? __ldg(reinterpret_cast<const uint4*>(x + (i64)m * K + k)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto stash = [&](const Regs& r, int st, int buf) {  // registers -> shared: x as is, W dequantized
+    __half* xs = sh + buf * SM::STAGE;
+    __half* wsm = xs + BM * GM_LD;
+#pragma unroll
+    for (int i = 0; i < XV; ++i) {
+      const int idx = t + i * GM_THREADS;
+      *reinterpret_cast<uint4*>(xs + (idx >> 3) * GM_LD + (idx & 7) * 8) = r.xr[i];
+    }
+    const int c = 2 * st + wj;
+    uint4 o[4];
+    if (c < nch) {
+      dequant_chunk<F>(r.ck, c, o);
+    } else {
+#pragma unroll
+      for (int s = 0; s < 4; ++s) o[s] = make_uint4(0, 0, 0, 0);
+    }
+    uint4* dst = reinterpret_cast<uint4*>(wsm + wr * GM_LD + wj * 32);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) dst[s] = o[s];
+  };
+
+  FragC acc[FM][FN];
+#pragma unroll
+  for (int fm = 0; fm < FM; ++fm)
+#pragma unroll
+    for (int fn = 0; fn < FN; ++fn)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[fm][fn].r[i] = 0.f;
+  auto mma = [&](int buf) {
+    const __half* xs = sh + buf * SM::STAGE;
+    const __half* wsm = xs + BM * GM_LD;
+#pragma unroll
+    for (int kk = 0; kk < GM_BK / 16; ++kk) {
+      FragAB b[FN];
+#pragma unroll
+      for (int fn = 0; fn < FN; ++fn)
+        wmma_load_b_col_shared(b[fn], wsm + (wn * WTN + fn * 16) * GM_LD + kk * 16, GM_LD);
+#pragma unroll
+      for (int fm = 0; fm < FM; ++fm) {
+        if (live[fm]) {  // warp-uniform
+          FragAB a;
+          wmma_load_a_row_shared(a, xs + (wm * WTM + fm * 16) * GM_LD + kk * 16, GM_LD);
+#pragma unroll
+          for (int fn = 0; fn < FN; ++fn) wmma_mma(acc[fm][fn], a, b[fn]);
+        }
+      }
+    }
+  };
+  // One K-step: fetch step st + PD into `inc`, multiply step st, stash step st + 1 (held in `hold`
+  // when PD = 2: two register sets alternate, so two steps of loads are in flight).
+  auto step = [&](int st, Regs& hold, Regs& inc) {
+    const int buf = STAGES == 2 ? (st - s_begin) & 1 : 0;
+    if (st + PD < s_end) fetch(inc, st + PD);
+    mma(buf);
+    if (STAGES == 1) __syncthreads();  // one stage: everyone is done reading it
+    if (st + 1 < s_end) stash(PD == 2 ? hold : inc, st + 1, STAGES == 2 ? buf ^ 1 : 0);
+    __syncthreads();
+  };
+  Regs ra, rb;
+  fetch(ra, s_begin);
+  stash(ra, s_begin, 0);
+  if (PD == 2 && s_begin + 1 < s_end) fetch(ra, s_begin + 1);
+  __syncthreads();
+  if constexpr (PD == 1) {
+    for (int st = s_begin; st < s_end; ++st) step(st, ra, ra);
+  } else {
+    for (int st = s_begin; st < s_end; st += 2) {
+      step(st, ra, rb);
+      if (st + 1 < s_end) step(st + 1, rb, ra);
+    }
+  }
+
+  // epilogue: accumulators -> fp32 staging (the stages are free after the loop's last barrier)
+  float* cs = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int fm = 0; fm < FM; ++fm)
+    if (live[fm])
+#pragma unroll
+      for (int fn = 0; fn < FN; ++fn)
+        wmma_store_d_row_shared(cs + (wm * WTM + fm * 16) * SM::C_LD + wn * WTN + fn * 16, acc[fm][fn], SM::C_LD);
+  __syncthreads();
+  const int S = gridDim.z;
+  if (S == 1) {
+    for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      float v[8];
+      const float4 lo = *reinterpret_cast<const float4*>(cs + ml * SM::C_LD + (idx % NV) * 8);
+      const float4 hi = *reinterpret_cast<const float4*>(cs + ml * SM::C_LD + (idx % NV) * 8 + 4);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      store_out8(out + (i64)gm * N, gn, N, v, bias);
+    }
+    return;
+  }
+  // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
+  const i64 MN = (i64)M * N;
+  float* part = ws + blockIdx.z * MN;
+  for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+    if (gm >= M || gn >= N) continue;
+    const float* src = cs + ml * SM::C_LD + (idx % NV) * 8;
+    float* dst = part + (i64)gm * N + gn;
+    if ((N & 7) == 0) {
+      reinterpret_cast<float4*>(dst)[0] = *reinterpret_cast<const float4*>(src);
+      reinterpret_cast<float4*>(dst)[1] = *reinterpret_cast<const float4*>(src + 4);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (gn + e < N) dst[e] = src[e];
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) {
+    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const bool last = atomicAdd(counters + tile, 1u) == (unsigned)S - 1;
+    if (last) counters[tile] = 0;  // leave the counter as found
+    last_block = last;
+  }
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+    if (gm >= M || gn >= N) continue;
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = 0.f;
+    for (int z = 0; z < S; ++z) {  // fixed order: the result does not depend on arrival order
+      const float* src = ws + z * MN + (i64)gm * N + gn;
+      if ((N & 7) == 0) {
+        const float4 lo = __ldcg(reinterpret_cast<const float4*>(src));
+        const float4 hi = __ldcg(reinterpret_cast<const float4*>(src) + 1);
+        v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w; v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (gn + e < N) v[e] += __ldcg(src + e);
+      }
+    }
+    store_out8(out + (i64)gm * N, gn, N, v, bias);
+  }
+}
+
+// gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (cuda_ops.GEMM_TILES).
+#define GEMM_PACKED(NAME, F, TILE, BM, BN, ST, PD)                                                        \
+  extern "C" __global__ void __launch_bounds__(128) gemm_p_##NAME##_##TILE(                         \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                 \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,    \
+      int K, int gchunks, int steps_per_split) {                                                      \
+    gemm_packed<F, BM, BN, ST, PD>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, steps_per_split); \
+  }
+#define GEMM_PACKED_ALL(NAME, F)          \
+  GEMM_PACKED(NAME, F, m32, 32, 64, 2, 2) \
+  GEMM_PACKED(NAME, F, m64, 64, 64, 2, 2) \
+  GEMM_PACKED(NAME, F, m128, 128, 64, 1, 1)
+
+GEMM_PACKED_ALL(q4_0, F_Q4_0)
+GEMM_PACKED_ALL(q4_1, F_Q4_1)
+GEMM_PACKED_ALL(q8_0, F_Q8_0)
+GEMM_PACKED_ALL(q4_k, F_Q4_K)
+GEMM_PACKED_ALL(q6_k, F_Q6_K)
+GEMM_PACKED_ALL(awq, F_AWQ)

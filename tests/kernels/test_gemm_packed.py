@@ -1,0 +1,250 @@
+"""The packed GEMM (csrc/gemm_packed.cu, provider `cuda_pack_gemm`: linear with M > 16 rows on a
+PackedWeight). CPU: admission on fake sm_70 / sm_90 devices and refusal reasons, the priority list,
+the tile / split-K choice and the host wrapper's launch (intercepted). GPU (marked `gpu`): every
+packed kind, M = 17..300, odd N, K tails, bias, every tile x split; outputs poisoned with NaN, error
+||out - ref|| / ||ref|| <= 2e-3 against x (fp32) @ W.dequantize(fp32)^T; split-K determinism, a 3-D
+x and a CUDA-graph capture. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import struct
+import zlib
+
+import pytest
+import torch
+
+from onecat.kernels import build, cuda_ops, ops
+from onecat.kernels.driver import Kernel
+from onecat.kernels.registry import REFERENCE
+from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
+
+SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
+TOL = 2e-3
+gpu = pytest.mark.gpu
+
+
+# -- CPU: admission --------------------------------------------------------------------------------
+def _problem(x, w, bias=None, cap=(7, 0), dtype=None, **override):
+    p = ops.problem("linear", x, w, bias)
+    params = dict(p.params) | override
+    return dataclasses.replace(p, device="cuda" if cap else "cpu", capability=cap, dtype=dtype or p.dtype,
+                               params=tuple(sorted(params.items())))
+
+
+def _select(p):
+    return ops.registry.explain(p, check_available=False)
+
+
+@pytest.fixture
+def any_nvrtc(monkeypatch):
+    """Judge fake devices by the problem alone, whichever NVRTC this machine has (the H200 has no
+    NVRTC 12.9, so a fake sm_70 would be refused there for its toolchain)."""
+    monkeypatch.setattr(build, "toolchain_reasons", lambda arch: [])
+
+
+@pytest.fixture(scope="module")
+def small():
+    gen = torch.Generator().manual_seed(0)
+    return {t: random_packed(80, 256, t, gen) for t in PACKED_FORMATS}
+
+
+def test_priority_list():
+    order = ops.registry.order("linear")
+    assert order.index("cuda_pack_gemm") == order.index("cuda_pack") + 1
+    assert order.index("cuda_pack_gemm") < order.index("cuda") and order[-1] == REFERENCE
+
+
+@pytest.mark.parametrize("cap", [(7, 0), (9, 0)])
+@pytest.mark.parametrize("kind", PACKED_FORMATS)
+def test_admitted_for_17_plus_rows(small, kind, cap, any_nvrtc):
+    w = small[kind]
+    for m in (17, 64, 300):
+        sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
+        assert sel.provider.name == "cuda_pack_gemm", (m, sel.refused)
+        assert any("M > 16" in r for r in sel.refused["cuda_pack"])
+    x3, bias = torch.zeros(2, 10, 256, dtype=torch.float16), torch.zeros(80, dtype=torch.float16)
+    sel = _select(_problem(x3, w, bias, cap=cap))
+    assert sel.provider.name == "cuda_pack_gemm"  # 20 rows of a 3-D x, fp16 bias
+    sel = _select(_problem(torch.zeros(16, 256, dtype=torch.float16), w, cap=cap))
+    assert sel.provider.name == "cuda_pack"  # M <= 16 stays on the GEMV
+
+
+def test_refusal_reasons(small, any_nvrtc):
+    x = torch.zeros(32, 256, dtype=torch.float16)
+    w = small["q4_0"]
+
+    def reasons(p):
+        return cuda_ops.supports_linear_packed_gemm(p)
+
+    assert reasons(_problem(x, w)) == []
+    assert "device is cpu, not a CUDA GPU" in reasons(_problem(x, w, cap=None))
+    assert "capability 6.1 < 7.0" in reasons(_problem(x, w, cap=(6, 1)))
+    assert any("dtype bfloat16 not float16" in r for r in reasons(_problem(x, w, dtype="bfloat16")))
+    assert "M=16 <= 16: the packed GEMV (cuda_pack) covers it" in reasons(_problem(x[:16], w))
+    dense = torch.zeros(80, 256, dtype=torch.float16)
+    assert any("weight format dense not a PackedWeight" in r for r in reasons(_problem(x, dense)))
+    gguf = GGUFWeight.random(80, 256, "q4_0", torch.Generator().manual_seed(1))
+    assert any("weight format gguf_q4_0 not a PackedWeight" in r for r in reasons(_problem(x, gguf)))
+    assert "K=100 not a multiple of 32" in reasons(_problem(x, w, k=100))
+    assert "K=288 not a multiple of the 256-weight q4_k block" in reasons(_problem(x, small["q4_k"], k=288))
+    assert "K=288 not a multiple of the 256-weight q6_k block" in reasons(_problem(x, small["q6_k"], k=288))
+    assert reasons(_problem(x, w, k=288)) == []  # q4_0: any multiple of 32
+    assert "bias dtype float32 not float16" in reasons(_problem(x, w, torch.zeros(80)))
+    assert "x not contiguous and 16-byte aligned" in reasons(_problem(torch.zeros(256, 32, dtype=torch.float16).t(), w))
+    # refused shapes fall back to the reference, with the reasons listed
+    sel = _select(_problem(x, w, cap=(6, 1)))
+    assert sel.provider.name == REFERENCE and "capability 6.1 < 7.0" in sel.refused["cuda_pack_gemm"]
+    sel = _select(_problem(x, dense))
+    assert sel.provider.name == REFERENCE and any("not a PackedWeight" in r for r in sel.refused["cuda_pack_gemm"])
+
+
+# -- CPU: variant choice and the host wrapper ------------------------------------------------------
+def test_gemm_shape():
+    h200 = {"m32": 6, "m64": 4, "m128": 3}
+    assert cuda_ops.gemm_shape(17, 4096, 4096, 80) == ("m32", 3)  # 64 tiles, 240 V100 slots
+    assert cuda_ops.gemm_shape(17, 4096, 4096, 132, h200) == ("m32", 8)  # at most 8 splits
+    assert cuda_ops.gemm_shape(17, 28672, 4096, 132, h200) == ("m32", 1)  # no second wave
+    assert cuda_ops.gemm_shape(64, 4096, 14336, 80) == ("m64", 2)
+    assert cuda_ops.gemm_shape(33, 28672, 4096, 80) == ("m64", 1)  # 448 tiles fill the GPU
+    assert cuda_ops.gemm_shape(128, 6144, 4096, 132, h200) == ("m64", 2)  # 96 N tiles: m64, 192 blocks
+    assert cuda_ops.gemm_shape(128, 28672, 4096, 132, h200) == ("m128", 1)
+    assert cuda_ops.gemm_shape(512, 4096, 4096, 80) == ("m128", 1)
+    assert cuda_ops.gemm_shape(512, 4096, 4096, 132, h200 | {"m128": 4}) == ("m128", 2)
+    assert cuda_ops.gemm_shape(100, 80, 96, 132) == ("m64", 1)  # 2 K-steps: nothing to split
+    assert cuda_ops.gemm_shape(20, 80, 512, 80) == ("m32", 2)  # 8 K-steps: >= 4 per split
+    for m in (17, 32, 33, 64, 65, 128, 300, 4096):
+        for n, k in ((80, 96), (4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
+            for sms, res in ((80, None), (132, h200)):
+                tile, s = cuda_ops.gemm_shape(m, n, k, sms, res)
+                assert m <= {"m32": 32, "m64": 128, "m128": 1 << 30}[tile] and (tile != "m128" or m > 64), (m, tile)
+                assert 1 <= s <= 8 and (s == 1 or -(-k // cuda_ops.GEMM_BK) >= 4 * s), (m, n, k, s)
+                bm = cuda_ops.GEMM_TILES[tile][0]
+                assert s == 1 or s * -(-n // 64) * -(-m // bm) <= sms * (res or cuda_ops.GEMM_V100_RESIDENT)[tile]
+    assert cuda_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, cuda_ops.GEMM_V100_RESIDENT)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    calls = []
+
+    def fake_launch(kernel, grid, block, *args, device):
+        assert isinstance(kernel, Kernel)
+        assert 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535 and block == (128, 1, 1)
+        assert len(args) == len(kernel.signature), kernel.name
+        struct.pack_into(kernel._fmt, kernel._buf, 0, *args)
+        calls.append((kernel.name, grid, args))
+
+    monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
+    return calls
+
+
+@pytest.mark.parametrize("kind,m,n,k,bias", [("q4_0", 20, 72, 96, True), ("q4_k", 300, 4112, 768, False),
+                                              ("awq", 40, 80, 4096, False), ("q6_k", 17, 64, 512, True)])
+def test_wrapper_launch(launches, small, kind, m, n, k, bias):
+    w = random_packed(n, k, kind, torch.Generator().manual_seed(2))
+    x = torch.zeros(m, k, dtype=torch.float16)
+    b = torch.zeros(n, dtype=torch.float16) if bias else None
+    out = cuda_ops.linear_packed_gemm(x, w, b)
+    assert out.shape == (m, n) and out.dtype == torch.float16
+    (name, grid, args), = launches
+    tile, splits = cuda_ops.gemm_shape(m, n, k, 80)  # a CPU tensor stands for a V100
+    bm, bn, _ = cuda_ops.GEMM_TILES[tile]
+    assert name == f"gemm_p_{kind}_{tile}" and grid[:2] == (-(-n // bn), -(-m // bm))
+    steps, per = -(-k // 64), args[-1]
+    assert grid[2] == -(-steps // per) and (grid[2] - 1) * per < steps <= grid[2] * per
+    assert (args[6] != 0) == (args[7] != 0) == (grid[2] > 1)  # workspace and counters only when split
+    assert args[8:12] == (m, n, k, w.group_size // 32) and (args[5] != 0) == bias
+
+
+def test_forced_split_is_clamped(launches, small):
+    x = torch.zeros(40, 256, dtype=torch.float16)
+    cuda_ops.gemm_launch(x, small["q8_0"], None, "m64", 8)  # 4 K-steps: 4 splits of one step
+    cuda_ops.gemm_launch(x, small["q8_0"], None, "m32", 3)  # 4 K-steps, 3 asked: 2 of 2 steps
+    assert [(c[1][2], c[2][-1]) for c in launches] == [(4, 1), (2, 2)]
+    assert launches[1][1][1] == 2  # 40 rows in m32 tiles
+
+
+# -- GPU ---------------------------------------------------------------------------------------------
+def _ref(x, w, bias):
+    y = x.float().reshape(-1, x.shape[-1]) @ w.dequantize(torch.float32).t()
+    if bias is not None:
+        y = y + bias.float()
+    return y.reshape(*x.shape[:-1], w.shape[0])
+
+
+def _err(out, ref) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
+
+
+def _inputs(kind, m, n, k, bias, seed):
+    gen = torch.Generator().manual_seed(seed)
+    w = random_packed(n, k, kind, gen, "cuda")
+    x = torch.randn(m, k, generator=gen).half().cuda()
+    b = torch.randn(n, generator=gen).half().cuda() if bias else None
+    return x, w, b
+
+
+# (kind, M, N, K, bias): K tails (K / 32 odd), N not a multiple of 64 / 16 / 8, 4096 + 16 rows
+CASES = [("q4_0", 17, 80, 96, True), ("q4_0", 33, 4112, 512, False), ("q4_0", 300, 208, 1024, True),
+         ("q4_0", 64, 83, 1056, False), ("q4_1", 64, 144, 320, True), ("q4_1", 100, 80, 96, False),
+         ("q8_0", 17, 4112, 1056, True), ("q8_0", 100, 84, 96, False), ("q8_0", 300, 200, 2080, True),
+         ("q4_k", 17, 4112, 768, False), ("q4_k", 300, 96, 768, True), ("q4_k", 64, 272, 2304, False),
+         ("q6_k", 33, 80, 768, True), ("q6_k", 100, 4112, 512, False), ("q6_k", 20, 120, 1280, False),
+         ("awq", 64, 208, 384, True), ("awq", 17, 4096, 4096, False), ("awq", 300, 136, 640, False)]
+SWEEP = [(kind, m, 80 + 48 * i, {"q4_k": 512, "q6_k": 256, "awq": 256}.get(kind, 160 + 32 * i), i % 2 == 0)
+         for kind in PACKED_FORMATS for i, m in enumerate((17, 33, 64, 100, 300))]
+
+
+@gpu
+@pytest.mark.parametrize("kind,m,n,k,bias", CASES + SWEEP)
+def test_gemm_vs_reference(kind, m, n, k, bias):
+    seed = SEED + zlib.crc32(f"{kind} {m} {n} {k}".encode()) % 1000
+    x, w, b = _inputs(kind, m, n, k, bias, seed)
+    assert ops.registry.select(ops.problem("linear", x, w, b)).provider.name == "cuda_pack_gemm"
+    with cuda_ops.poison_outputs():
+        got = ops.linear(x, w, b)
+    err = _err(got, _ref(x, w, b))
+    route = cuda_ops.gemm_shape(m, n, k, *cuda_ops.gemm_slots(kind, x.device))
+    assert err <= TOL, f"{kind} M={m} N={n} K={k} bias={bias} {route}: rel err {err:.3g} > {TOL} " \
+                       f"(NaN: unwritten output) seed={seed}"
+
+
+@gpu
+@pytest.mark.parametrize("kind", PACKED_FORMATS)
+def test_every_tile_and_split(kind):
+    k = 1280 if kind not in ("q4_k", "q6_k") else 1536  # 20 / 24 K-steps
+    for m, n in ((17, 72), (70, 200)):
+        x, w, b = _inputs(kind, m, n, k, True, SEED + m)
+        ref = _ref(x, w, b)
+        for tile in cuda_ops.GEMM_TILES:
+            for splits in (1, 2, 3, 8):
+                with cuda_ops.poison_outputs():
+                    got = cuda_ops.gemm_launch(x, w, b, tile, splits)
+                err = _err(got, ref)
+                assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+
+
+@gpu
+def test_split_k_deterministic_3d_and_graph():
+    x, w, b = _inputs("q4_k", 48, 272, 4096, True, SEED)
+    x3 = x.reshape(2, 24, 4096)
+    assert cuda_ops.gemm_shape(48, 272, 4096, *cuda_ops.gemm_slots("q4_k", x.device))[1] > 1  # split-K route
+    y1, y2 = ops.linear(x3, w, b), ops.linear(x3, w, b)
+    assert y1.shape == (2, 24, 272) and torch.equal(y1, y2)
+    assert _err(y1, _ref(x3, w, b)) <= TOL
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        ops.linear(x3, w, b)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ops.linear(x3, w, b)
+    for i in range(2):  # new x in the captured buffer, replay (the counters must be zero again)
+        x3.copy_(torch.randn(2, 24, 4096, generator=torch.Generator().manual_seed(SEED + i)).half())
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, ops.linear(x3, w, b)), f"replay {i} seed={SEED}"

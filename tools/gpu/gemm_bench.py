@@ -1,0 +1,118 @@
+"""Packed GEMM (M > 16, provider cuda_pack_gemm) against cuBLAS on the llama3-8b matrices, in one
+device call: formats x (N, K) x M. Each row times the admitted route (ops.linear: the tile and K
+split cuda_ops.gemm_shape picks) and every other tile x split (best one printed beside it), checks
+the admitted output (poisoned) against a float64 reference on the first 256 rows, and times
+torch.matmul on an fp16 weight of the same shape (cuBLAS, what a dequantized weight would cost).
+Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over weight sets
+> 160 MB so weights come from HBM. Table last.
+
+    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+from onecat.kernels import cuda_ops, ops
+from onecat.kernels.bench import ROTATE_BYTES, _subset, packed_gpu, time_sets
+
+SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate+up, down
+SPLITS = (1, 2, 4, 8)
+
+
+def variants(m: int):
+    tiles = list(cuda_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
+    return [(t, s) for t in tiles for s in SPLITS]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--formats", default="q4_0,q4_k,q6_k,awq")
+    ap.add_argument("--m", default="17,32,64,128,512")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--no-variants", action="store_true", help="time only the admitted tile x split")
+    ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    t_start = time.time()
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    device = f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs), torch {torch.__version__}"
+    gen = torch.Generator("cuda").manual_seed(0)
+    ms = [int(v) for v in args.m.split(",")]
+    rows = []
+    cublas: dict[tuple[int, int, int], float] = {}
+    for n, k in SHAPES:  # cuBLAS fp16 baseline, once per shape and M
+        w16 = [torch.randn(n, k, device="cuda", generator=gen).half() * k ** -0.5
+               for _ in range(max(1, min(8, math.ceil(ROTATE_BYTES / (2 * n * k)))))]
+        for m in ms:
+            x = torch.randn(m, k, device="cuda", generator=gen).half()
+            cublas[(n, k, m)] = statistics.median(time_sets(lambda i: x @ w16[i].t(), len(w16), args.iters))
+        del w16
+    for fmt in args.formats.split(","):
+        for n, k in SHAPES:
+            first = packed_gpu(n, k, fmt, gen)
+            nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
+            ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
+            sub = _subset(first, min(n, 256))
+            wsub = sub.dequantize(torch.float64)
+            for m in ms:
+                xs = [torch.randn(m, k, device="cuda", generator=gen).half() for _ in range(nsets)]
+                sel = ops.registry.select(ops.problem("linear", xs[0], ws[0])).provider.name
+                with cuda_ops.poison_outputs():
+                    y = ops.linear(xs[0], ws[0])
+                want = xs[0].double() @ wsub.t()
+                err = float((y[:, :sub.shape[0]].double() - want).norm() / want.norm())
+                finite = bool(torch.isfinite(y).all())
+                med = statistics.median(time_sets(lambda i: ops.linear(xs[i], ws[i]), nsets, args.iters))
+                shape = cuda_ops.gemm_shape(m, n, k, *cuda_ops.gemm_slots(fmt, xs[0].device))
+                best = (f"{shape[0]}x{shape[1]}", med)
+                timed = {}
+                if not args.no_variants and time.time() - t_start < args.budget:
+                    for tile, s in variants(m):
+                        f = lambda i, tile=tile, s=s: cuda_ops.gemm_launch(xs[i], ws[i], None, tile, s)  # noqa: E731
+                        t = statistics.median(time_sets(f, nsets, args.iters))
+                        timed[f"{tile}x{s}"] = t
+                        if t < best[1]:
+                            best = (f"{tile}x{s}", t)
+                cb = cublas[(n, k, m)]
+                flops = 2 * m * n * k
+                rows.append(dict(format=fmt, n=n, k=k, m=m, provider=sel, shape=f"{shape[0]}x{shape[1]}", us=med,
+                                 weight_bytes=first.nbytes, gbps=first.nbytes / med / 1e3, tflops=flops / med / 1e6,
+                                 cublas_us=cb, cublas_tflops=flops / cb / 1e6, vs_cublas=cb / med, best=best[0],
+                                 best_us=best[1], variants=timed, rel_err=err, finite=finite))
+                print({k_: v for k_, v in rows[-1].items() if k_ != "variants"}, flush=True)
+                del xs
+            del ws, first, sub, wsub
+            torch.cuda.empty_cache()
+    resident = {f: cuda_ops.gemm_slots(f, torch.device("cuda"))[1] for f in args.formats.split(",")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "resident_blocks_per_sm": resident, "rows": rows}, f, indent=1)
+    print()
+    print(f"device: {device}; {time.time() - t_start:.0f} s; resident blocks per SM {resident}")
+    print("us: median device time per call (CUDA events behind a queued sleep, weights rotated > 160 MB); "
+          "GB/s: packed weight bytes / us; TFLOP/s: 2MNK / us; cuBLAS: torch fp16 matmul on an [N, K] fp16 weight; "
+          "x cuBLAS = cuBLAS us / ours (> 1: faster); route = tile x K-splits cuda_ops.gemm_shape picks; "
+          "best = fastest tile x splits timed")
+    head = (f"{'fmt':<5} {'N x K':<11} {'M':>4} {'provider':<15} {'route':<8} {'us':>8} {'GB/s':>6} {'TFLOP/s':>7} "
+            f"{'cuBLAS us':>9} {'TFLOP/s':>7} {'x cuBLAS':>8} {'best':<8} {'best us':>8} {'rel err':>8}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['format']:<5} {str(r['n']) + 'x' + str(r['k']):<11} {r['m']:>4} {r['provider']:<15} {r['shape']:<8} "
+              f"{r['us']:>8.1f} {r['gbps']:>6.0f} {r['tflops']:>7.1f} {r['cublas_us']:>9.1f} "
+              f"{r['cublas_tflops']:>7.1f} "
+              f"{r['vs_cublas']:>8.2f} {r['best']:<8} {r['best_us']:>8.1f} {r['rel_err']:>8.1e}"
+              f"{'' if r['finite'] else ' NaN!'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """The sm_70 gate (CPU, runs in CI): every csrc/*.cu kernel compiles with NVRTC 12.9 to cubin for
 sm_70 and sm_90; no local memory (spills, stack) in any kernel, shared memory <= 96 KB, registers
-<= 255; on sm_70 the tensor-core GEMV and every paged-attention kernel (decode/verify and prefill)
-show HMMA.884 and the vectorized kernels 128-bit loads in
+<= 255; on sm_70 the tensor-core GEMV, the packed GEMM and every paged-attention kernel (decode/verify
+and prefill) show HMMA.884 and the vectorized kernels 128-bit loads in
 SASS (cuobjdump from the triton==3.6.0 wheel; the CUDA 13 tools refuse sm_70). Missing tools fail.
 """
 
@@ -21,14 +21,15 @@ from onecat.kernels.driver import Kernel
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._PREFILL.values()]}
-TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION}
+GEMM = {k.name for k in cuda_ops._GEMM.values()}  # packed GEMM (M > 16), csrc/gemm_packed.cu
+TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
               "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4",
               *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
 VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
 VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}
-VECTORIZED |= {"sample_f16_v8", "sample_f32_v4"}
+VECTORIZED |= {"sample_f16_v8", "sample_f32_v4", "rotary_cache_neox_v8", "rotary_cache_gptj_v8"} | GEMM
 
 
 def _tool(name: str) -> Path:
@@ -137,5 +138,15 @@ def test_attention_kernels_fit_volta():
     c = {src: compiled(src, 70) for src in ("attention_decode.cu", "attention_prefill.cu")}
     for name in ATTENTION:
         u = next(cc.usage[name] for cc in c.values() if name in cc.usage)
+        assert u["smem"] <= 48 * 1024 and 2 * u["smem"] <= SMEM_LIMIT, (name, u)
+        assert 2 * 128 * u["registers"] <= 65536, (name, u)
+
+
+def test_packed_gemm_fits_volta():
+    """Packed GEMM on sm_70: static shared memory <= 48 KB (no opt-in) and two 128-thread blocks per
+    SM fit Volta's 96 KB of shared memory and 64K registers."""
+    c = compiled("gemm_packed.cu", 70)
+    for name in GEMM:
+        u = c.usage[name]
         assert u["smem"] <= 48 * 1024 and 2 * u["smem"] <= SMEM_LIMIT, (name, u)
         assert 2 * 128 * u["registers"] <= 65536, (name, u)

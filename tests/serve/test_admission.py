@@ -35,7 +35,7 @@ def test_cpu_admits_the_torch_reference_everywhere_and_says_why_not_cuda():
     assert rep.device == "cpu" and rep.fake and not rep.failures
     assert {r.provider for r in rep.rows} == {"torch"} and {r.status for r in rep.rows} == {"admitted"}
     sites = {r.site for r in rep.rows}
-    assert {"input_norm", "qkv_proj", "rope", "kv_write", "attention", "o_proj", "gate_up_proj", "mlp_act",
+    assert {"input_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj", "mlp_act",
             "down_proj", "final_norm", "lm_head"} <= sites
     norm = rows(rep, "post_attn_norm")[0]
     assert "device is cpu, not a CUDA GPU" in norm.refused["cuda"]
@@ -89,9 +89,10 @@ def test_expect_refuses_when_another_provider_is_admitted():
 def test_kv_override_changes_what_is_admitted():
     default = admit(route_for(), fake_device("sm70"))
     fp8 = admit(route_for("kv=fp8_e4m3"), fake_device("sm70"))
-    a, b = rows(default, "kv_write")[0], rows(fp8, "kv_write")[0]
+    a, b = rows(default, "rope_kv_write")[0], rows(fp8, "rope_kv_write")[0]
     assert "kv_dtype=float16" in a.problem and "kv_dtype=float8_e4m3fn" in b.problem
-    assert "float8_e4m3fn" in " ".join(b.refused.get("cuda", []))  # the FP16 cache writer refuses FP8
+    assert a.provider == "cuda_fused" and b.provider == "unfused"  # rope and the FP8 cache write as separate kernels
+    assert "float8_e4m3fn" in " ".join(b.refused.get("cuda_fused", []))  # the fused FP16 kernel refuses FP8
     att = {r.problem for r in rows(fp8, "attention")}
     assert all("kv_dtype=float8_e4m3fn" in p for p in att)
     route = route_for("kv=fp8_e4m3")

@@ -104,7 +104,8 @@ def linear(dtype, device, gen) -> list[Case]:
     cases.append(Case("dense x[2,3,512] N=256", (x, _randn(gen, 256, 512, dtype=dtype, device=device, scale=0.05), None)))
     for m, n, k, t, bias in [(1, 130, 512, "q4_0", False), (5, 67, 256, "q4_1", True), (2, 64, 512, "q4_k", False),
                              (16, 33, 256, "q6_k", False), (3, 40, 96, "q8_0", True), (9, 72, 512, "awq", False),
-                             (1, 64, 1024, "awq", True), (12, 70, 512, "q4_0", False)]:
+                             (1, 64, 1024, "awq", True), (12, 70, 512, "q4_0", False),
+                             (20, 72, 512, "q4_k", True), (33, 80, 256, "q4_0", False)]:  # M > 16: the GEMM
         x = _randn(gen, m, k, dtype=dtype, device=device)
         b = _randn(gen, n, dtype=dtype, device=device) if bias else None
         cases.append(Case(f"packed_{t} M={m} N={n} K={k}{' +bias' if bias else ''}",
@@ -113,6 +114,26 @@ def linear(dtype, device, gen) -> list[Case]:
                        (1, 300, 2048, "q8_0"), (7, 129, 96, "q8_0"), (11, 64, 1024, "q8_0")]:
         x = _randn(gen, m, k, dtype=dtype, device=device)
         cases.append(Case(f"{t} M={m} N={n} K={k}", (x, GGUFWeight.random(n, k, t, gen, device), None)))
+    return cases
+
+
+def rotary_and_cache(dtype, device, gen) -> list[Case]:
+    cases = []
+    for t, hq, hk, d, r, neox, bs in [(5, 8, 2, 128, 128, True, 16), (3, 9, 3, 64, 64, False, 16),
+                                      (4, 4, 2, 128, 64, True, 8), (7, 3, 1, 80, 40, True, 16),
+                                      (1, 32, 8, 128, 128, True, 32), (6, 2, 2, 96, 24, False, 16)]:
+        cs = _cos_sin(d, r).to(device)
+        pos = torch.randint(0, _MAX_POS, (t,), generator=gen).to(device)
+        qkv = _randn(gen, t, (hq + 2 * hk) * d, dtype=dtype, device=device)  # views of one projection
+        q, k, v = qkv[:, : hq * d], qkv[:, hq * d:(hq + hk) * d], qkv[:, (hq + hk) * d:]
+        nb = 9
+        kc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        vc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        slots = torch.randperm(nb * bs, generator=gen)[:t]
+        if t > 2:
+            slots[1] = -1  # padding token: q rotated, caches untouched
+        label = f"T={t} Hq={hq} Hk={hk} D={d} r={r} {'neox' if neox else 'gptj'} bs={bs}"
+        cases.append(Case(label, (pos, q, k, v, d, cs, neox, kc, vc, slots.to(device))))
     return cases
 
 

@@ -22,6 +22,7 @@ _ELEMENTWISE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
 _TOLERANCES = {
     "rms_norm": _ELEMENTWISE,
     "rotary_embedding": _ELEMENTWISE,
+    "rotary_and_cache": _ELEMENTWISE,
     "silu_and_mul": _ELEMENTWISE,
     "gelu_and_mul": _ELEMENTWISE,
     "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
@@ -29,11 +30,13 @@ _TOLERANCES = {
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
 }
-_OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]]}
+_OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]],
+            "rotary_and_cache": lambda case, result: [result, case.args[7], case.args[8]]}
 
 for _name, _fn in [
     ("rms_norm", ref.rms_norm),
     ("rotary_embedding", ref.rotary_embedding),
+    ("rotary_and_cache", ref.rotary_and_cache),
     ("silu_and_mul", ref.silu_and_mul),
     ("gelu_and_mul", ref.gelu_and_mul),
     ("linear", ref.linear),
@@ -111,6 +114,17 @@ def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, 
                      and value_cache.is_contiguous() and slot_mapping.is_contiguous())
 
 
+def _params_rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache,
+                             slot_mapping, k_scale=1.0, v_scale=1.0):
+    rows = all(t.dim() == 2 and t.stride(1) == 1 and t.stride(0) % 2 == 0 for t in (q, k, v))
+    return q, dict(head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1], neox=bool(is_neox),
+                   kv_dtype=_dt(key_cache), k_dtype=_dt(k), v_dtype=_dt(v), cache_dtype=_dt(cos_sin_cache),
+                   pos_dtype=_dt(positions), slot_dtype=_dt(slot_mapping),
+                   layout_ok=rows and key_cache.is_contiguous() and value_cache.is_contiguous()
+                   and value_cache.dtype == key_cache.dtype and slot_mapping.is_contiguous()
+                   and key_cache.shape[2] * key_cache.shape[3] == k.shape[1] == v.shape[1])
+
+
 def _params_paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None,
                             logit_soft_cap=None, k_scale=1.0, v_scale=1.0):
     mq = metadata.max_query_len
@@ -166,6 +180,14 @@ def linear(x, weight, bias=None):
     return _dispatch("linear", x, weight, bias)
 
 
+def rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                     k_scale=1.0, v_scale=1.0):
+    """Rotate q and k, write rotated k and v into the paged caches; returns the rotated q."""
+    fp8 = (k_scale, v_scale) if ref.is_fp8(key_cache) else ()
+    return _dispatch("rotary_and_cache", positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache,
+                     value_cache, slot_mapping, *fp8)
+
+
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
     """FP8 caches (dtype torch.float8_e4m3fn / float8_e5m2) store fp8(x / scale); see reference.py."""
     fp8 = (k_scale, v_scale) if ref.is_fp8(key_cache) else ()  # scales reach providers for FP8 caches only
@@ -195,3 +217,6 @@ cuda_ops.register(registry)
 from . import attention_ops  # noqa: E402,F401  (registers the attention providers)
 
 sampling_ops.register(registry)
+from . import rotary_cache_ops  # noqa: E402
+
+rotary_cache_ops.register(registry)

@@ -125,6 +125,19 @@ def fp8_quantize(x: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Ten
     return (x.float() / scale).clamp(-m, m).to(dtype)
 
 
+def rotary_and_cache(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, head_dim: int,
+                     cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor, k_scale: float = 1.0, v_scale: float = 1.0) -> torch.Tensor:
+    """An attention layer's step before attention, as one op: rotate q [T, Hq*D] and k [T, Hk*D]
+    (rotary_embedding), write the rotated k and v [T, Hk*D] into the paged caches at slot_mapping
+    (reshape_and_cache; slots < 0 skipped, FP8 caches quantized). Returns the rotated q."""
+    q_rot, k_rot = rotary_embedding(positions, q, k, head_dim, cos_sin_cache, is_neox)
+    t = q.shape[0]
+    reshape_and_cache(k_rot.reshape(t, -1, head_dim), v.reshape(t, -1, head_dim), key_cache, value_cache,
+                      slot_mapping, k_scale, v_scale)
+    return q_rot
+
+
 def kv_dequantize(t: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """float32 values of a cache slice (FP8: float(stored) * scale; others: float, unscaled)."""
     return t.float() * scale if is_fp8(t) else t.float()

@@ -209,8 +209,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
             k = ops.rms_norm(k.reshape(T * nkv, D), layer.k_norm, eps).view(T, nkv * D)
             window = s.layer_sliding_window[i]
             cos_sin = self.cos_sin_global if window is None else self.cos_sin_local
-            q, k = ops.rotary_embedding(positions, q, k, D, cos_sin, True)
-            ops.reshape_and_cache(k.view(T, nkv, D), v.reshape(T, nkv, D), k_cache, v_cache, md.slot_mapping)
+            q = ops.rotary_and_cache(positions, q, k, v, D, cos_sin, True, k_cache, v_cache, md.slot_mapping)
             o = ops.paged_attention(q.view(T, nh, D), k_cache, v_cache, md, self.scale, window,
                                     s.attn_logit_softcap)
             a = ops.rms_norm(ops.linear(o.reshape(T, s.q_size), layer.o_proj), layer.post_attn_norm, eps)

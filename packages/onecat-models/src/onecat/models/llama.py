@@ -141,10 +141,8 @@ class LlamaForCausalLM(HFNamedWeights):
             else:
                 x, residual = ops.rms_norm(h, layer.input_norm, s.rms_norm_eps, residual)
             q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
-            q, k = ops.rotary_embedding(positions, q, k, s.head_dim, self.cos_sin, neox)
-            k = k.reshape(T, s.num_kv_heads, s.head_dim)
-            v = v.reshape(T, s.num_kv_heads, s.head_dim)
-            ops.reshape_and_cache(k, v, k_cache, v_cache, md.slot_mapping)
+            q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
+                                     md.slot_mapping)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window)
             h = ops.linear(o.reshape(T, s.q_size), layer.o_proj)

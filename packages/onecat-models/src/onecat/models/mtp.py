@@ -125,9 +125,8 @@ class MTPHead:
         k_cache, v_cache = kv_caches[0]
         x = ops.rms_norm(residual, self.input_norm, eps)
         q, k, v = ops.linear(x, self.qkv).split([s.q_size, s.kv_size, s.kv_size], dim=-1)
-        q, k = ops.rotary_embedding(positions, q, k, s.head_dim, self.cos_sin, not s.rope_interleaved)
-        k, v = k.reshape(T, s.num_kv_heads, s.head_dim), v.reshape(T, s.num_kv_heads, s.head_dim)
-        ops.reshape_and_cache(k, v, k_cache, v_cache, md.slot_mapping)
+        q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, not s.rope_interleaved, k_cache, v_cache,
+                                 md.slot_mapping)
         o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                 s.sliding_window)
         x, residual = ops.rms_norm(ops.linear(o.reshape(T, s.q_size), self.o_proj), self.post_attn_norm, eps,

@@ -218,13 +218,12 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
             norm("q_norm", attn, D, False)
             norm("k_norm", attn, D, False)
         qkv = _meta(2, (hq + 2 * hk) * D, dtype=dt)  # q, k: strided views of the fused projection
-        call("rotary_embedding", "rope", attn, _meta(2, dtype="int64"), qkv[:, :hq * D],
-             qkv[:, hq * D:(hq + hk) * D], D, _meta(2, s.rotary_dim or D, dtype="float32"), not s.rope_interleaved)
         bs = c.kv.block_size
         cache = _meta(2, bs, hk, D, dtype=kv_dt)
         fp8 = (1.0, 1.0) if kv_dt.startswith("float8") else ()
-        call("reshape_and_cache", "kv_write", attn, _meta(2, hk, D, dtype=dt), _meta(2, hk, D, dtype=dt), cache,
-             cache, _meta(2, dtype="int64"), *fp8)
+        call("rotary_and_cache", "rope_kv_write", attn, _meta(2, dtype="int64"), qkv[:, :hq * D],
+             qkv[:, hq * D:(hq + hk) * D], qkv[:, (hq + hk) * D:], D, _meta(2, s.rotary_dim or D, dtype="float32"),
+             not s.rope_interleaved, cache, cache, _meta(2, dtype="int64"), *fp8)
         attn_phases = [("prefill", max(T, 17)), ("decode", 1)] + ([("verify", 1 + k)] if k else [])
         for kind in ("attention", "sliding_attention"):
             layers = by_type.get(kind, [])

@@ -145,6 +145,7 @@ class KernelsConfig:
     strict: bool = False
     rms_norm: str | None = None
     rotary_embedding: str | None = None
+    rotary_and_cache: str | None = None
     silu_and_mul: str | None = None
     gelu_and_mul: str | None = None
     linear: str | None = None

@@ -81,3 +81,49 @@ ROTARY_ENTRY(rotary_neox_v8, 8, true)
 ROTARY_ENTRY(rotary_neox_v2, 2, true)
 ROTARY_ENTRY(rotary_gptj_v8, 8, false)
 ROTARY_ENTRY(rotary_gptj_v2, 2, false)
+
+// rotary_cache_*: rotary_embedding + reshape_and_cache for an FP16 paged cache in one launch (one
+// block per token): q rotated into q_out; k rotated straight into its cache row and v copied there
+// (caches [blocks, block_size, Hk, D], row = slot; slot < 0 is padding: q only). Saves the launch
+// and the round trip of the rotated k through memory.
+template <int VEC, bool NEOX>
+__device__ void rotary_cache_body(__half* q_out, __half* kc, __half* vc, const i64* positions, const __half* q,
+                                  const __half* k, const __half* v, const float* cos_sin, const i64* slots,
+                                  i64 q_stride, i64 k_stride, i64 v_stride, int nq, int nk, int head_dim, int r) {
+  const i64 t = blockIdx.x;
+  const i64 slot = slots[t];
+  const float* cs = cos_sin + positions[t] * r;
+  const int nrot = NEOX ? (r / 2) / VEC : r / VEC;
+  const int per_head = nrot + (head_dim - r) / VEC;
+  const int nqi = nq * per_head, nrot_items = (nq + nk) * per_head;
+  const int total = slot < 0 ? nqi : nrot_items + nk * head_dim / VEC;
+  const i64 row = (i64)nk * head_dim;
+  for (int item = threadIdx.x; item < total; item += blockDim.x) {
+    if (item < nqi) {
+      const int h = item / per_head, c = item - h * per_head;
+      rotate_head_chunk<VEC, NEOX>(q_out + (t * nq + h) * head_dim, q + t * q_stride + h * head_dim, cs, c, nrot, r);
+    } else if (item < nrot_items) {
+      const int hk = (item - nqi) / per_head, c = (item - nqi) - hk * per_head;
+      rotate_head_chunk<VEC, NEOX>(kc + slot * row + hk * head_dim, k + t * k_stride + hk * head_dim, cs, c, nrot, r);
+    } else {
+      const int e = (item - nrot_items) * VEC;
+      float x[VEC];
+      load_vec<VEC>(v + t * v_stride + e, x);
+      store_vec<VEC>(vc + slot * row + e, x);
+    }
+  }
+}
+
+#define ROTARY_CACHE_ENTRY(NAME, VEC, NEOX)                                                             \
+  extern "C" __global__ void NAME(__half* q_out, __half* kc, __half* vc, const i64* positions,         \
+                                  const __half* q, const __half* k, const __half* v,                    \
+                                  const float* cos_sin, const i64* slots, i64 q_stride, i64 k_stride,   \
+                                  i64 v_stride, int nq, int nk, int head_dim, int rotary_dim) {         \
+    rotary_cache_body<VEC, NEOX>(q_out, kc, vc, positions, q, k, v, cos_sin, slots, q_stride, k_stride, \
+                                 v_stride, nq, nk, head_dim, rotary_dim);                               \
+  }
+
+ROTARY_CACHE_ENTRY(rotary_cache_neox_v8, 8, true)
+ROTARY_CACHE_ENTRY(rotary_cache_neox_v2, 2, true)
+ROTARY_CACHE_ENTRY(rotary_cache_gptj_v8, 8, false)
+ROTARY_CACHE_ENTRY(rotary_cache_gptj_v2, 2, false)

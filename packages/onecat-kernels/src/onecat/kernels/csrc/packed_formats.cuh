@@ -1,0 +1,129 @@
+// packed_formats.cuh: the planes of weights.PackedWeight (q4_0, q4_1, q8_0, q4_k, q6_k, awq) and
+// their decode, shared by the GEMV (gemv_packed.cu, M <= 16) and the GEMM (gemm_packed.cu, M > 16).
+// A 32-weight chunk of one row: 16 B of nibbles (q8_0: 32 B of int8), q6_k's 8 B of high bits, and
+// its scale words; dequant8 turns 8 of its weights into fp16 pairs (q - z) / D exactly (see
+// gemv_packed.cu's header for the integer tricks), chunk_consts gives the fp32 scale(s) and offset
+// with D folded in: weight = scale * wv + coef.
+#pragma once
+#include "common.cuh"
+
+enum { F_Q4_0 = 0, F_Q4_1 = 1, F_Q8_0 = 2, F_Q4_K = 3, F_Q6_K = 4, F_AWQ = 5 };
+
+template <int F>
+struct PChunk {
+  uint4 w[F == F_Q8_0 ? 2 : 1];  // 32 weights of one row
+  uint2 h;                        // q6_k: high bits
+  uint4 meta;                     // scale words (q4_k: the 16-byte header)
+};
+
+ONECAT_DEVICE unsigned lop_or(unsigned v, unsigned mask) {  // (v & mask) | 0x64006400: one LOP3
+  return (v & mask) | 0x64006400u;
+}
+ONECAT_DEVICE __half2 u2h(unsigned u) {
+  __half2 h;
+  *reinterpret_cast<unsigned*>(&h) = u;
+  return h;
+}
+ONECAT_DEVICE __half2 h2c(float a) { return __float2half2_rn(a); }
+
+// 8 weights of word s (0..3) of one chunk -> 4 half2 (q - z) / D, pairs (0,1) (2,3) (4,5) (6,7).
+template <int F>
+ONECAT_DEVICE void dequant8(const PChunk<F>& ck, int s, __half2 nlo, __half2 nhi, __half2 (&wv)[4]) {
+  if constexpr (F == F_Q8_0) {
+    const uint4& w = ck.w[s >> 1];
+    const unsigned a = ((s & 1) ? w.z : w.x) ^ 0x80808080u, b = ((s & 1) ? w.w : w.y) ^ 0x80808080u;
+    const __half2 sc = h2c(1.f / 128.f), off = h2c(-9.f);  // (1024 + q + 128) / 128 - 9 = q / 128
+    wv[0] = __hfma2(u2h(__byte_perm(a, 0x64u, 0x4140)), sc, off);
+    wv[1] = __hfma2(u2h(__byte_perm(a, 0x64u, 0x4342)), sc, off);
+    wv[2] = __hfma2(u2h(__byte_perm(b, 0x64u, 0x4140)), sc, off);
+    wv[3] = __hfma2(u2h(__byte_perm(b, 0x64u, 0x4342)), sc, off);
+  } else {
+    const unsigned v = s == 0 ? ck.w[0].x : s == 1 ? ck.w[0].y : s == 2 ? ck.w[0].z : ck.w[0].w;
+    const unsigned v2 = v >> 8;
+    if constexpr (F == F_Q6_K) {
+      const unsigned hw = (s < 2) ? ck.h.x : ck.h.y;
+      const unsigned hb = (s & 1) ? __funnelshift_r(hw, hw, 8) : hw, hb2 = hb >> 2;
+      const __half2 slo = h2c(1.f / 64.f), shi = h2c(1.f / 1024.f), olo = h2c(-16.5f), ohi = h2c(-1.5f);
+      wv[0] = __hfma2(u2h(lop_or(v, 0x000F000Fu) | (hb & 0x00300030u)), slo, olo);
+      wv[1] = __hfma2(u2h(lop_or(v, 0x00F000F0u) | (hb & 0x03000300u)), shi, ohi);
+      wv[2] = __hfma2(u2h(lop_or(v2, 0x000F000Fu) | (hb2 & 0x00300030u)), slo, olo);
+      wv[3] = __hfma2(u2h(lop_or(v2, 0x00F000F0u) | (hb2 & 0x03000300u)), shi, ohi);
+    } else {
+      const __half2 slo = h2c(1.f / 16.f), shi = h2c(1.f / 256.f);
+      wv[0] = __hfma2(u2h(lop_or(v, 0x000F000Fu)), slo, nlo);
+      wv[1] = __hfma2(u2h(lop_or(v, 0x00F000F0u)), shi, nhi);
+      wv[2] = __hfma2(u2h(lop_or(v2, 0x000F000Fu)), slo, nlo);
+      wv[3] = __hfma2(u2h(lop_or(v2, 0x00F000F0u)), shi, nhi);
+    }
+  }
+}
+
+// q4_k: the 12 scale bytes are re-laid out at pack time as 8 little-endian 12-bit fields
+// (sc_j | mn_j << 6), field j at bit 12 j of header words 1..3: two SEL + one funnel shift.
+ONECAT_DEVICE void q4k_scale_min(const uint4& h, int j, unsigned& sc, unsigned& mn) {
+  const int off = 12 * j;
+  const unsigned lo = off < 32 ? h.y : (off < 64 ? h.z : h.w);
+  const unsigned hi = off < 32 ? h.z : h.w;
+  const unsigned f = __funnelshift_r(lo, hi, off & 31);
+  sc = f & 63u;
+  mn = (f >> 6) & 63u;
+}
+
+// One 32-weight chunk of one row: loaded planes (weights, q6_k high bits, scale words).
+template <int F>
+ONECAT_DEVICE void load_chunk(PChunk<F>& ck, const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
+                              const unsigned char* __restrict__ meta, i64 row, int c, int nch, int gchunks) {
+  constexpr int QV = F == F_Q8_0 ? 2 : 1;
+  const uint4* wp = reinterpret_cast<const uint4*>(q) + (row * nch + c) * QV;
+#pragma unroll
+  for (int v = 0; v < QV; ++v) ck.w[v] = __ldg(wp + v);
+  if constexpr (F == F_Q6_K) ck.h = __ldg(reinterpret_cast<const uint2*>(qh) + row * nch + c);
+  if constexpr (F == F_Q4_0 || F == F_Q8_0)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned short*>(meta) + row * nch + c);
+  else if constexpr (F == F_Q4_1 || F == F_Q6_K)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * nch + c);
+  else if constexpr (F == F_AWQ)
+    ck.meta.x = __ldg(reinterpret_cast<const unsigned*>(meta) + row * (nch / gchunks) + c / gchunks);
+  else
+    ck.meta = __ldg(reinterpret_cast<const uint4*>(meta) + row * (nch >> 3) + (c >> 3));
+}
+
+// Per chunk and row: fp32 scale(s) (the 1/16, 1/128, 1/64 of dequant8 folded in), the min/offset
+// coefficient of sum(x), and the fp16 zero terms of dequant8. c: the chunk index (q4_k: c & 7).
+template <int F>
+ONECAT_DEVICE void chunk_consts(const PChunk<F>& ck, int c, float& scale, float& scale1, float& coef,
+                                __half2& nlo, __half2& nhi) {
+  const unsigned mw = ck.meta.x;
+  nlo = h2c(-64.5f);  // -(1024 + 8) / 16
+  nhi = h2c(-4.5f);   // -(1024 + 16 * 8) / 256
+  coef = 0.f;
+  scale1 = 0.f;
+  if constexpr (F == F_Q4_0) {
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q8_0) {
+    scale = 128.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+  } else if constexpr (F == F_Q4_1) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const float mn = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 16.f * d;
+    coef = fmaf(8.f, d, mn);
+  } else if constexpr (F == F_Q4_K) {
+    const uint4& hd = ck.meta;
+    const float d = __half2float(__ushort_as_half((unsigned short)(hd.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half((unsigned short)(hd.x >> 16)));
+    unsigned sc, mn;
+    q4k_scale_min(hd, c & 7, sc, mn);
+    const float dl = d * (float)sc, ml = dmin * (float)mn;
+    scale = 16.f * dl;
+    coef = fmaf(8.f, dl, -ml);
+  } else if constexpr (F == F_Q6_K) {
+    const float d = __half2float(__ushort_as_half((unsigned short)(mw >> 16)));
+    scale = 64.f * (d * (float)(signed char)(mw & 0xFF));
+    scale1 = 64.f * (d * (float)(signed char)((mw >> 8) & 0xFF));
+  } else {  // awq: (s, 1024 + z)
+    scale = 16.f * __half2float(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+    const __half zz = __ushort_as_half((unsigned short)(mw >> 16));
+    nlo = __hmul2(__half2half2(zz), h2c(-1.f / 16.f));  // -(1024 + z) / 16
+    nhi = __hadd2(nlo, h2c(60.f));                       // -(64 + z) / 16
+  }
+}

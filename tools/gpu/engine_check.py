@@ -20,21 +20,12 @@ import torch
 
 from onecat.models.llama import LlamaForCausalLM
 from onecat.models.loader import LoadedModel
-from onecat.models.spec import ModelSpec
+from onecat.models.standard_shapes import standard_shape
 from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig
 from onecat.serve.greedy_ids import greedy_ids
 from onecat.serve.model_runner import ModelRunner
 
-SPECS = {
-    "smollm2-135m": ModelSpec(architecture="llama", name="smollm2-135m-shape (generated weights)", num_layers=30,
-                              hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3, head_dim=64,
-                              vocab_size=49152, max_position=8192, rope_theta=100000.0, rope_interleaved=True,
-                              tie_word_embeddings=True),
-    "llama3-8b": ModelSpec(architecture="llama", name="llama3-8b-shape (generated weights)", num_layers=32,
-                           hidden_size=4096, intermediate_size=14336, num_heads=32, num_kv_heads=8, head_dim=128,
-                           vocab_size=128256, max_position=8192, rope_theta=500000.0, rope_interleaved=False,
-                           tie_word_embeddings=False),
-}
+SPECS = {name: standard_shape(name, name=f"{name}-shape (generated weights)") for name in ("smollm2-135m", "llama3-8b")}
 SPEC = SPECS["smollm2-135m"]
 GAP = 0.5
 

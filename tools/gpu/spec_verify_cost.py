@@ -30,15 +30,14 @@ import torch
 from onecat.models.llama import LlamaForCausalLM
 from onecat.models.loader import LoadedModel
 from onecat.models.spec import ModelSpec
+from onecat.models.standard_shapes import standard_shape
 from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
 from onecat.serve.model_runner import ModelRunner
 from onecat.serve.request import Request
 from onecat.serve.sampling_params import SamplingParams
 from onecat.serve.scheduler import ScheduledRequest, SchedulerOutput
 
-LLAMA3_8B = ModelSpec(architecture="llama", name="llama3-8b shape (generated FP16 weights)", num_layers=32,
-                      hidden_size=4096, intermediate_size=14336, num_heads=32, num_kv_heads=8, head_dim=128,
-                      vocab_size=128256, max_position=8192, rope_theta=500000.0)
+LLAMA3_8B = standard_shape("llama3-8b", name="llama3-8b shape (generated FP16 weights)")
 TINY = ModelSpec(architecture="llama", name="tiny llama (generated weights)", num_layers=2, hidden_size=128,
                  intermediate_size=256, num_heads=4, num_kv_heads=2, head_dim=32, vocab_size=1000,
                  max_position=4096, rope_theta=10000.0)

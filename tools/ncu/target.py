@@ -27,12 +27,7 @@ import time
 
 import torch
 
-SHAPES = {  # shared/models.md (llama-architecture ones: the model class here is Llama)
-    "smollm2-135m": dict(num_layers=30, hidden_size=576, intermediate_size=1536, num_heads=9, num_kv_heads=3,
-                         head_dim=64, vocab_size=49152, rope_theta=100000.0, tie_word_embeddings=True),
-    "llama3-8b": dict(num_layers=32, hidden_size=4096, intermediate_size=14336, num_heads=32, num_kv_heads=8,
-                      head_dim=128, vocab_size=128256, rope_theta=500000.0),
-}
+SHAPES = ("smollm2-135m", "llama3-8b")  # onecat.models.standard_shapes (llama-architecture: the model class here is Llama)
 
 
 def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
@@ -40,10 +35,9 @@ def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
     from onecat.kernels.weights import GGUFWeight
     from onecat.models.llama import LlamaForCausalLM
     from onecat.models.loader import LoadedModel
-    from onecat.models.spec import ModelSpec
+    from onecat.models.standard_shapes import standard_shape
 
-    spec = ModelSpec(architecture="llama", name=f"{shape} (generated weights)", max_position=8192,
-                     rope_interleaved=True, **SHAPES[shape])
+    spec = standard_shape(shape, name=f"{shape} (generated weights)")
     model = LlamaForCausalLM(spec, dtype, torch.device(device))
     g = torch.Generator(device=device).manual_seed(0)
 
@@ -137,7 +131,7 @@ def timeline(step, n: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="a GGUF file (default: generated weights of --shape)")
-    ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
+    ap.add_argument("--shape", choices=SHAPES, default="llama3-8b")
     ap.add_argument("--weights", choices=["fp16", "q4_0", "q8_0"], default="q4_0")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=512)

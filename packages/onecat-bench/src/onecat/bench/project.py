@@ -22,6 +22,8 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
+from onecat.models.standard_shapes import standard_shape
+
 from .contract import PROJECTED, Metric, ModelInfo, Record, Runtime, Sampling, Workload
 
 V100_READ_GBPS = 879.0  # measured read bandwidth, V100-SXM2 (v100-skinny; shared/v100.md)
@@ -49,10 +51,17 @@ class Shape:
     qk_norm: bool = False
 
 
+    @classmethod
+    def of(cls, spec, **extra) -> "Shape":
+        """The projection's view of a ModelSpec (onecat.models.standard_shapes)."""
+        return cls(spec.name, spec.architecture, spec.num_layers, spec.hidden_size, spec.intermediate_size,
+                   spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.vocab_size, spec.tie_word_embeddings, **extra)
+
+
 SHAPES = {  # shared/models.md
-    "smollm2-135m": Shape("smollm2-135m", "llama", 30, 576, 1536, 9, 3, 64, 49152, tied=True, embd_format="Q8_0"),
-    "llama3-8b": Shape("llama3-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256),
-    "qwen3-8b": Shape("qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, qk_norm=True),
+    "smollm2-135m": Shape.of(standard_shape("smollm2-135m"), embd_format="Q8_0"),
+    "llama3-8b": Shape.of(standard_shape("llama3-8b")),
+    "qwen3-8b": Shape.of(standard_shape("qwen3-8b"), qk_norm=True),
 }
 
 # bits per weight, scales included

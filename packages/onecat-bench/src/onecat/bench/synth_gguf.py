@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onecat.models.standard_shapes import standard_shape
+
 from .tokenizer_synth import extract_tokenizer, tokenizer_metadata
 
 CHUNK_BYTES = 32 << 20  # bytes of tensor data one job generates
@@ -68,12 +70,18 @@ class ShapeSpec:
         return self.vocab * H * (1 if self.tied else 2) + self.layers * per_layer + H
 
 
+    @classmethod
+    def of(cls, spec, tokenizer: str) -> "ShapeSpec":
+        """The synthesizer's view of a ModelSpec (onecat.models.standard_shapes)."""
+        return cls(spec.name, spec.num_layers, spec.hidden_size, spec.intermediate_size, spec.num_heads,
+                   spec.num_kv_heads, spec.head_dim, spec.vocab_size, spec.tie_word_embeddings, spec.rope_theta,
+                   spec.max_position, tokenizer, spec.rms_norm_eps)
+
+
 # The standard GPU benchmark shapes (../shared/models.md) and a tiny one for CPU tests.
-SHAPES = {
-    "smollm2-135m": ShapeSpec("smollm2-135m", 30, 576, 1536, 9, 3, 64, 49152, True, 100000.0, 8192, "smollm2"),
-    "llama3-8b": ShapeSpec("llama3-8b", 32, 4096, 14336, 32, 8, 128, 128256, False, 500000.0, 8192, "synthetic-bpe"),
-    "tiny-llama": ShapeSpec("tiny-llama", 2, 256, 512, 4, 2, 64, 1024, False, 10000.0, 2048, "synthetic-bpe"),
-}
+SHAPES = {name: ShapeSpec.of(standard_shape(name), tokenizer)
+          for name, tokenizer in (("smollm2-135m", "smollm2"), ("llama3-8b", "synthetic-bpe"),
+                                  ("tiny-llama", "synthetic-bpe"))}
 # llama.cpp's LLAMA_FTYPE values (general.file_type)
 FILE_TYPES = {"Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q4_K_M": 15}
 GGML_TYPE_IDS = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 8, "Q4_K": 12, "Q6_K": 14}

@@ -224,3 +224,11 @@ def test_cli_explain(capsys):
     finally:  # the CLI configured the process-wide registry: undo the pin
         ops.registry.pins.pop("rms_norm", None)
         ops.registry.clear_cache()
+
+
+def test_cli_sources_prints_resource_use_per_kernel(capsys):
+    assert main(["sources", "--source", "rotary.cu", "--arch", "70"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("rotary.cu sm_70") and "rotary_cache_neox_v8" in out and "spills 0/0" in out
+    with pytest.raises(SystemExit, match="unknown source 'nope.cu'"):
+        main(["sources", "--source", "nope.cu"])

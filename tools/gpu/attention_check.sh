@@ -44,15 +44,7 @@ if ! $PY -c "import torch; assert torch.cuda.is_available(); print('torch', torc
 fi
 
 echo "== attention kernels: compile for this GPU, resource use"
-ARCH=$($PY -c "import torch; a, b = torch.cuda.get_device_capability(); print(10 * a + b)")
-$PY - "$ARCH" <<'PYEOF' 2>&1 | tee "$OUT/sources.txt"
-import sys
-from onecat.kernels import build
-for src in [s for s in build.sources() if s.startswith("attention_")]:
-    c = build.compile_source(src, int(sys.argv[1]))
-    for name, u in sorted(c.usage.items()):
-        print(f"{src:24s} {name:28s} {u}")
-PYEOF
+$PY -m onecat.kernels sources --source attention_decode.cu --source attention_prefill.cu --source attention_cache.cu 2>&1 | tee "$OUT/sources.txt"
 
 echo "== admission on this GPU"
 $PY -m onecat.kernels explain --device cuda --all-cases --check-available --op paged_attention --op reshape_and_cache 2>&1 | tee "$OUT/explain.txt"

@@ -16,15 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,po
 $PY -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 2
 $PY -c "from onecat.kernels import build; [print(t.describe()) for t in build.toolchains()]"
 echo "== compile gemv_packed.cu for this GPU"
-$PY - <<'PYEOF' 2>&1 | tee "$OUT/resources.txt"
-import time, torch
-from onecat.kernels import build
-a, b = torch.cuda.get_device_capability()
-t = time.time(); c = build.compile_source("gemv_packed.cu", 10 * a + b)
-print(f"compiled in {time.time() - t:.1f}s")
-for k, u in sorted(c.usage.items()):
-    print(k, u)
-PYEOF
+$PY -m onecat.kernels sources --source gemv_packed.cu 2>&1 | tee "$OUT/resources.txt"
 echo "== GPU tests (linear)"
 $PY -m pytest -q -p no:cacheprovider tests/kernels/test_gpu_kernels.py -k "linear or graph or available" -rs 2>&1 | tee "$OUT/gpu-tests.txt"
 rc=${PIPESTATUS[0]}

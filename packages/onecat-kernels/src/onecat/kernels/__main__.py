@@ -3,6 +3,7 @@
     python -m onecat.kernels explain --device sm70 --dtype float16 [--op linear] [--param rows=1]
     python -m onecat.kernels explain --device cuda        # the GPU of this machine
     python -m onecat.kernels sources --arch 70            # compile every kernel, print resource use
+    python -m onecat.kernels sources --source gemv_packed.cu   # one source, for this GPU's arch
 
 Problems are built from each op's first generated input case (or all with --all-cases); --param
 overrides a fact the op already has (key=value). A fake device (cpu, smXY) is judged without this machine's
@@ -15,6 +16,7 @@ import argparse
 import ast
 import dataclasses
 import sys
+import time
 
 import torch
 
@@ -68,11 +70,20 @@ def explain(args) -> int:
 
 
 def sources(args) -> int:
-    for src in build.sources():
-        c = build.compile_source(src, args.arch)
-        print(f"{src} sm_{args.arch} ({'cached' if c.cached else 'compiled'}, {build.toolchain(args.arch).describe()})")
+    arch = args.arch
+    if arch is None:
+        a, b = torch.cuda.get_device_capability() if torch.cuda.is_available() else (7, 0)
+        arch = 10 * a + b
+    known = build.sources()
+    for src in args.source or known:
+        if src not in known:
+            raise SystemExit(f"unknown source {src!r} (known: {', '.join(known)})")
+        t = time.perf_counter()
+        c = build.compile_source(src, arch)
+        print(f"{src} sm_{arch} ({'cached' if c.cached else f'compiled in {time.perf_counter() - t:.1f} s'}, "
+              f"{build.toolchain(arch).describe()})")
         for name, u in sorted(c.usage.items()):
-            print(f"  {name:<24} regs {u.get('registers', 0):>3}  smem {u.get('smem', 0):>6}  "
+            print(f"  {name:<32} regs {u.get('registers', 0):>3}  smem {u.get('smem', 0):>6}  "
                   f"stack {u.get('stack', 0)}  spills {u.get('spill_stores', 0)}/{u.get('spill_loads', 0)}")
     return 0
 
@@ -91,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--pin", action="append", default=[], metavar="OP=PROVIDER")
     ex.add_argument("--disable", action="append", default=[], metavar="PROVIDER")
     src = sub.add_parser("sources", help="compile every csrc/*.cu for an arch and print resource use")
-    src.add_argument("--arch", type=int, default=70)
+    src.add_argument("--arch", type=int, default=None, help="default: this GPU's (70 without one)")
+    src.add_argument("--source", action="append", metavar="FILE.cu", help="only these sources (default: all)")
     args = ap.parse_args(argv)
     if args.cmd == "explain":
         if args.pin or args.disable:

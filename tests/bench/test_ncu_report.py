@@ -108,3 +108,19 @@ def test_ncu_command_and_config(tmp_path):
     assert cmd[:3] == ["ncu", "--clock-control", "none"]
     assert "--nvtx" in cmd and cmd[cmd.index("--profile-from-start") + 1] == "off"
     assert cmd[-1].endswith("r.steps.json") and any(c.endswith("target.py") for c in cmd)
+
+
+def test_timeline_splits_steps_at_the_sampled_ids_copy():
+    from types import SimpleNamespace as NS
+
+    target = _load("target")
+
+    def act(name, start, end):
+        return NS(name=name, time_range=NS(start=start, end=end))
+
+    acts = [act("Memcpy HtoD (Pinned -> Device)", 0, 1), act("gemv", 120, 130), act("attn", 128, 140),
+            act("argmax", 150, 152), act("Memcpy DtoH (Device -> Pageable)", 153, 154),
+            act("Memcpy HtoD (Pinned -> Device)", 400, 401), act("gemv", 500, 510)]
+    steps = target.split_steps(acts)
+    assert [len(g) for g in steps] == [5, 2]
+    assert target.busy_time(steps[0]) == 1 + 20 + 2 + 1  # overlapping kernels counted once

@@ -82,6 +82,29 @@ def nvtx_ops(enabled: bool) -> None:
         ops._dispatch = original
 
 
+def split_steps(activities: list) -> list[list]:
+    """Device activities (sorted by start) -> one list per decode step: a step ends with the copy
+    of its sampled ids to the host (Memcpy DtoH)."""
+    groups, cur = [], []
+    for e in activities:
+        cur.append(e)
+        if e.name.startswith("Memcpy DtoH"):
+            groups.append(cur)
+            cur = []
+    return groups + ([cur] if cur else [])
+
+
+def busy_time(group: list) -> float:
+    """Microseconds in which at least one of the (start-sorted) activities ran."""
+    busy, end = 0.0, group[0].time_range.start
+    for e in group:
+        s0, e0 = max(e.time_range.start, end), e.time_range.end
+        if e0 > s0:
+            busy += e0 - s0
+            end = e0
+    return busy
+
+
 def timeline(step, n: int) -> None:
     """Trace n decode steps (torch.profiler: real kernel start/end times, no replay): per-kernel
     table and, per step, the span from the first kernel's start to the last one's end against the
@@ -105,27 +128,16 @@ def timeline(step, n: int) -> None:
     print(f"{'kernel':60s} {'n/step':>7s} {'us/step':>9s} {'mean us':>8s} {'share':>6s}")
     for name, ds in sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:25]:
         print(f"{name[:60]:60s} {len(ds) / n:7.1f} {sum(ds) / n:9.1f} {statistics.mean(ds):8.2f} {sum(ds) / total:6.1%}")
-    # steps: split where the device idled longer than 100 us (the host's turn between steps)
-    groups, cur = [], [kernels[0]]
-    for e in kernels[1:]:
-        if e.time_range.start - max(x.time_range.end for x in cur[-8:]) > 100:
-            groups.append(cur)
-            cur = []
-        cur.append(e)
-    groups.append(cur)
+    groups = split_steps(kernels)
     for i, g in enumerate(groups[:n]):
         span = max(e.time_range.end for e in g) - g[0].time_range.start
-        busy, end = 0.0, g[0].time_range.start
-        for e in g:  # union of the kernels' intervals
-            s0, e0 = max(e.time_range.start, end), e.time_range.end
-            if e0 > s0:
-                busy += e0 - s0
-                end = e0
-        print(f"step {i}: {len(g)} activities, span {span:.1f} us, kernels busy {busy:.1f} us, "
-              f"gaps {span - busy:.1f} us ({(span - busy) / span:.0%})")
+        busy = busy_time(g)
+        print(f"step {i}: {len(g)} activities, span {span:.1f} us (first input copy to the sampled ids' copy), "
+              f"busy {busy:.1f} us, idle inside the step {span - busy:.1f} us ({(span - busy) / span:.0%})")
     if len(groups) > 1:
-        gaps = [groups[i + 1][0].time_range.start - max(e.time_range.end for e in groups[i]) for i in range(len(groups) - 1)]
-        print(f"device idle between steps (host turn): median {statistics.median(gaps):.1f} us")
+        gaps = [groups[i + 1][0].time_range.start - groups[i][-1].time_range.end for i in range(len(groups) - 1)]
+        print(f"device idle between steps (host turn, CUPTI tracing slows the host): median "
+              f"{statistics.median(gaps):.1f} us")
 
 
 def main(argv: list[str] | None = None) -> int:

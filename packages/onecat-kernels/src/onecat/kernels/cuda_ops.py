@@ -331,16 +331,10 @@ GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2}
 
 @functools.lru_cache(maxsize=None)
 def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
-    """(SM count, {tile: resident blocks per SM}) of the packed GEMM kernels of `kind` on `device`
-    (asked of the driver once per kind and device: every prefill linear call plans with it)."""
+    """(SM count, {tile: resident blocks per SM}) of the packed GEMM kernels of `kind` on `device`."""
     if device.type != "cuda":
         return 80, dict(GEMM_V100_RESIDENT)
-    sms, resident = _gemm_slots_cuda(kind, device.index if device.index is not None else torch.cuda.current_device())
-    return sms, dict(resident)
-
-
-@functools.lru_cache(maxsize=None)
-def _gemm_slots_cuda(kind: str, idx: int) -> tuple[int, dict[str, int]]:
+    idx = device.index if device.index is not None else torch.cuda.current_device()
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
     for tile in GEMM_TILES:

@@ -115,8 +115,8 @@ def runtime_info(llm, prefix_state: str) -> Runtime:
     for row in runner.route_report():
         route.setdefault(row["op"], set()).add(row["provider"])
     kv = runner.kv_caches[0][0].dtype if runner.kv_caches else runner.dtype
-    graphs = getattr(runner, "graph_status", None) or "eager"  # e.g. "CUDA graphs for decode batches [1, 2, 4]"
-    return Runtime(device=str(runner.device), kv_dtype=str(kv).removeprefix("torch."), graph_mode=graphs,
+    # graph_mode: e.g. "CUDA graphs for decode batches [1, 2, 4]" or "eager: not a CUDA device"
+    return Runtime(device=str(runner.device), kv_dtype=str(kv).removeprefix("torch."), graph_mode=runner.graph_status,
                    prefix_cache=prefix_state if cfg.cache.enable_prefix_caching else "disabled",
                    max_num_seqs=cfg.scheduler.max_num_seqs, block_size=runner.block_size,
                    route={k: ",".join(sorted(v)) for k, v in sorted(route.items())})

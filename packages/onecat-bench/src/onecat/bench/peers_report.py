@@ -70,7 +70,7 @@ def ratios(records: list[Record]) -> list[str]:
     return lines
 
 
-def _median(recs: list[Record], engine: str, shape: str, fmt: str, batch: int, ctx: int | None = None):
+def _decode_record(recs: list[Record], engine: str, shape: str, fmt: str, batch: int, ctx: int | None = None):
     """The decode record of `engine` for (shape, format, batch) (llama.cpp: at context `ctx` if given)."""
     for r in recs:
         if (r.engine.split()[0] == engine and r.model.name == shape and r.workload.batch == batch
@@ -83,8 +83,8 @@ def _median(recs: list[Record], engine: str, shape: str, fmt: str, batch: int, c
 def goals(records: list[Record]) -> list[str]:
     """G1-G3 of ../shared/perf.md, each met / not met / not measured, from this run's records."""
     lines = []
-    oc, lc = (_median(records, "onecat", "smollm2-135m", "Q4_1", 1),
-              _median(records, "llama.cpp", "smollm2-135m", "Q4_1", 1, ctx=0))
+    oc, lc = (_decode_record(records, "onecat", "smollm2-135m", "Q4_1", 1),
+              _decode_record(records, "llama.cpp", "smollm2-135m", "Q4_1", 1, ctx=0))
     if oc and lc:
         x = oc.metrics["decode_tok_s"].median / lc.metrics["decode_tok_s"].median
         lines.append(f"- G1 (smollm2-135m Q4_1 batch 1 >= 2.0x llama.cpp tg128): {x:.2f}x: "
@@ -92,12 +92,13 @@ def goals(records: list[Record]) -> list[str]:
     else:
         lines.append("- G1: not measured in this run")
     for fmt in ("Q4_0", "Q4_K_M"):
-        r = _median(records, "onecat", "llama3-8b", fmt, 1)
+        r = _decode_record(records, "onecat", "llama3-8b", fmt, 1)
         pct = r.metrics.get("pct_of_copy_bandwidth") if r else None
         lines.append(f"- G2 (llama3-8b {fmt} batch 1 >= 85% of copy): "
                      + (f"{pct.median:.1f}%: {'met' if pct.median >= 85 else 'not met'}" if pct else "not measured"))
     for b in (32, 64):
-        o, p = _median(records, "onecat", "llama3-8b", "Q4_0", b), _median(records, "llama.cpp", "llama3-8b", "Q4_0", b)
+        o = _decode_record(records, "onecat", "llama3-8b", "Q4_0", b)
+        p = _decode_record(records, "llama.cpp", "llama3-8b", "Q4_0", b)
         if o and p:
             x = o.metrics["decode_tok_s"].median / p.metrics["decode_tok_s"].median
             lines.append(f"- G3 (llama3-8b Q4_0, {b} sequences >= 3x llama-batched-bench): {x:.2f}x: "

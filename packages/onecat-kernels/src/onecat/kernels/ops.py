@@ -116,11 +116,11 @@ def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, 
 
 def _params_rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache,
                              slot_mapping, k_scale=1.0, v_scale=1.0):
-    rows = all(t.dim() == 2 and t.stride(1) == 1 and t.stride(0) % 2 == 0 for t in (q, k, v))
-    return q, dict(head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1], neox=bool(is_neox),
-                   kv_dtype=_dt(key_cache), k_dtype=_dt(k), v_dtype=_dt(v), cache_dtype=_dt(cos_sin_cache),
-                   pos_dtype=_dt(positions), slot_dtype=_dt(slot_mapping),
-                   layout_ok=rows and key_cache.is_contiguous() and value_cache.is_contiguous()
+    """rotary_embedding's facts (its layout_ok covers q and k) plus v's and the caches'."""
+    _, facts = _params_rotary_embedding(positions, q, k, head_dim, cos_sin_cache, is_neox)
+    v_ok = v.dim() == 2 and v.stride(-1) == 1 and v.stride(0) % 2 == 0 and v.data_ptr() % 4 == 0
+    return q, dict(facts, neox=bool(is_neox), kv_dtype=_dt(key_cache), v_dtype=_dt(v), slot_dtype=_dt(slot_mapping),
+                   cache_layout_ok=v_ok and key_cache.is_contiguous() and value_cache.is_contiguous()
                    and value_cache.dtype == key_cache.dtype and slot_mapping.is_contiguous()
                    and key_cache.shape[2] * key_cache.shape[3] == k.shape[1] == v.shape[1])
 

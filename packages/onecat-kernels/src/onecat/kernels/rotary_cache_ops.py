@@ -11,7 +11,7 @@ as one op; semantics: reference.rotary_and_cache).
 from __future__ import annotations
 
 from . import cuda_ops
-from .cuda_ops import _aligned, _common, _empty, _need, _round32, available
+from .cuda_ops import _aligned, _empty, _need, _round32, available
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 
@@ -21,18 +21,13 @@ _KERNELS = {(neox, vec): Kernel("rotary.cu", f"rotary_cache_{'neox' if neox else
 
 
 def supports_fused(p: Problem) -> list[str]:
-    r = _common(p)
-    d, rd, neox = p.param("head_dim"), p.param("rotary_dim"), p.param("neox")
+    """rotary_embedding's kernel conditions (q, k, positions, cos/sin) plus the FP16 cache write's."""
+    r = cuda_ops.supports_rotary(p)
     _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
-    _need(r, d % 2 == 0 and rd <= d, f"head_dim {d} odd or rotary_dim {rd} > head_dim")
-    _need(r, rd % (4 if neox else 2) == 0, f"rotary_dim {rd} not a multiple of {4 if neox else 2}")
-    _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
-    _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
-          f"positions / slot_mapping dtypes {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
-    _need(r, p.param("k_dtype") == "float16" and p.param("v_dtype") == "float16",
-          f"k / v dtypes {p.param('k_dtype')} / {p.param('v_dtype')} not float16")
-    _need(r, p.param("layout_ok", True), "q/k/v not [T, H*D] rows with unit stride and even row strides, "
-          "or caches not contiguous [blocks, block_size, Hk, D] of one dtype")
+    _need(r, p.param("v_dtype") == "float16", f"v dtype {p.param('v_dtype')} not float16")
+    _need(r, p.param("slot_dtype") == "int64", f"slot_mapping dtype {p.param('slot_dtype')} not int64")
+    _need(r, p.param("cache_layout_ok", True), "v not [T, Hk*D] rows with unit stride and even row stride, or "
+          "caches not contiguous [blocks, block_size, Hk, D] of one dtype matching k and v")
     return r
 
 

@@ -5,6 +5,11 @@
 // written from the registers, so each byte moves once (memory-bound: 2-3 reads + 1-2 writes).
 #include "common.cuh"
 
+template <int VEC>
+using Raw = typename VecT<VEC>::type;  // VEC halves as loaded (8: one uint4)
+template <int VEC>
+ONECAT_DEVICE void raw_floats(const Raw<VEC>& r, float (&f)[VEC]) { load_vec<VEC>(reinterpret_cast<const __half*>(&r), f); }
+
 template <int VEC, int NITEMS, bool RESID>
 __device__ void rms_norm_body(__half* __restrict__ out, __half* __restrict__ res_out,
                               const __half* __restrict__ x, const __half* __restrict__ res,
@@ -18,28 +23,39 @@ __device__ void rms_norm_body(__half* __restrict__ out, __half* __restrict__ res
     res += row * hidden;
     res_out += row * hidden;
   }
-  float v[NITEMS][VEC];
-  float ss = 0.f;
+  // Rows are kept as FP16 (the residual sum is rounded to FP16 anyway, as torch does): half the
+  // registers of FP32, so the weight loads can be in flight during the reduction, not after it.
+  Raw<VEC> xr[NITEMS], wr[NITEMS];
 #pragma unroll
   for (int it = 0; it < NITEMS; ++it) {  // all loads first: NITEMS 128-bit loads in flight
     const int i = threadIdx.x + it * blockDim.x;
     if (i < nvec) {
-      load_vec<VEC>(x + i * VEC, v[it]);
+      xr[it] = *reinterpret_cast<const Raw<VEC>*>(x + i * VEC);
       if (RESID) {
-        float r[VEC];
+        float v[VEC], r[VEC];
+        raw_floats<VEC>(xr[it], v);
         load_vec<VEC>(res + i * VEC, r);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) v[it][j] = __half2float(__float2half_rn(v[it][j] + r[j]));
-        store_vec<VEC>(res_out + i * VEC, v[it]);
+        for (int j = 0; j < VEC; ++j) v[j] += r[j];
+        store_vec<VEC>(reinterpret_cast<__half*>(&xr[it]), v);
+        *reinterpret_cast<Raw<VEC>*>(res_out + i * VEC) = xr[it];
       }
     }
   }
 #pragma unroll
   for (int it = 0; it < NITEMS; ++it) {
     const int i = threadIdx.x + it * blockDim.x;
-    if (i < nvec) {
+    if (i < nvec) wr[it] = *reinterpret_cast<const Raw<VEC>*>(w + i * VEC);
+  }
+  float ss = 0.f;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) ss += v[it][j] * v[it][j];
+  for (int it = 0; it < NITEMS; ++it) {
+    const int i = threadIdx.x + it * blockDim.x;
+    if (i < nvec) {
+      float v[VEC];
+      raw_floats<VEC>(xr[it], v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) ss += v[j] * v[j];
     }
   }
   const float scale = rsqrtf(block_sum(ss, red) / hidden + eps);
@@ -47,11 +63,12 @@ __device__ void rms_norm_body(__half* __restrict__ out, __half* __restrict__ res
   for (int it = 0; it < NITEMS; ++it) {
     const int i = threadIdx.x + it * blockDim.x;
     if (i < nvec) {
-      float g[VEC];
-      load_vec<VEC>(w + i * VEC, g);
+      float v[VEC], g[VEC];
+      raw_floats<VEC>(xr[it], v);
+      raw_floats<VEC>(wr[it], g);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[it][j] = (v[it][j] * scale) * g[j];
-      store_vec<VEC>(out + i * VEC, v[it]);
+      for (int j = 0; j < VEC; ++j) v[j] = (v[j] * scale) * g[j];
+      store_vec<VEC>(out + i * VEC, v);
     }
   }
 }

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import attention_ops, build, cuda_ops, sampling_ops
+from onecat.kernels import attention_ops, build, cuda_ops, linear_fused_ops, rotary_cache_ops, sampling_ops
 from onecat.kernels.driver import Kernel
 
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
@@ -29,6 +29,7 @@ VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v
               *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
 VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
 VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}
+VECTORIZED |= {k.name for k in [*linear_fused_ops._GLU.values(), *linear_fused_ops._NORM.values()]}
 VECTORIZED |= {"sample_f16_v8", "sample_f32_v4", "rotary_cache_neox_v8", "rotary_cache_gptj_v8"} | GEMM
 
 
@@ -58,7 +59,8 @@ def test_nvrtc_12_9_installed():
 
 def _kernels_by_source() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(sampling_ops).values()]:
+    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(sampling_ops).values(),
+              *vars(rotary_cache_ops).values(), *vars(linear_fused_ops).values()]:
         for kern in (k.values() if isinstance(k, dict) else [k]):
             if isinstance(kern, Kernel):
                 out.setdefault(kern.source, set()).add(kern.name)
@@ -80,6 +82,8 @@ def test_compiles_without_spills(source, arch):
         assert u.get("spill_stores", 0) == 0 and u.get("spill_loads", 0) == 0, (name, u)
         assert u.get("stack", 0) == 0, f"{name}: local-memory stack frame {u}"
         assert u.get("smem", 0) <= SMEM_LIMIT, (name, u)
+        if name.startswith("_Z"):  # a non-inlined __device__ function: runs on its caller's registers
+            continue
         assert 0 < u.get("registers", 0) <= 255, (name, u)
 
 

@@ -35,11 +35,14 @@ def test_cpu_admits_the_torch_reference_everywhere_and_says_why_not_cuda():
     assert rep.device == "cpu" and rep.fake and not rep.failures
     assert {r.provider for r in rep.rows} == {"torch"} and {r.status for r in rep.rows} == {"admitted"}
     sites = {r.site for r in rep.rows}
-    assert {"input_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj", "mlp_act",
-            "down_proj", "final_norm", "lm_head"} <= sites
-    norm = rows(rep, "post_attn_norm")[0]
+    assert {"input_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj",
+            "down_proj", "lm_head"} <= sites
+    norm = rows(rep, "input_norm")[0]  # the first layer's; the others come with the projections (Llama)
     assert "device is cpu, not a CUDA GPU" in norm.refused["cuda"]
-    assert "hidden=576" in norm.problem and norm.layers == list(range(30))
+    assert "hidden=576" in norm.problem and norm.layers == []
+    assert {r.op for r in rows(rep, "o_proj") + rows(rep, "down_proj")} == {"linear_add_rms_norm"}
+    assert {r.op for r in rows(rep, "gate_up_proj")} == {"linear_silu_and_mul"}
+    assert all(r.layers == list(range(30)) for r in rows(rep, "down_proj"))
     table = rep.table()
     assert "admission for smollm2 on cpu" in table and "x cuda: device is cpu, not a CUDA GPU" in table
 
@@ -48,8 +51,13 @@ def test_sm70_and_sm90_route_fp16_ops_to_gpu_kernels_and_flag_reference_fallback
     route = route_for()
     for dev in ("sm70", "sm90"):
         rep = admit(route, fake_device(dev))
-        norm = rows(rep, "post_attn_norm")[0]
+        norm = rows(rep, "input_norm")[0]
         assert norm.provider != "torch" and norm.status == "admitted" and f"[{dev}, float16" in norm.problem
+        for site in ("o_proj", "down_proj", "gate_up_proj"):  # the epilogue GEMV at one row, else unfused
+            one = next(r for r in rows(rep, site) if "rows=1," in r.problem)
+            many = next(r for r in rows(rep, site) if "rows=17+" in r.problem)
+            assert one.provider == "cuda_gemv_epilogue" and one.phases == ["decode"], (site, one)
+            assert many.provider == "unfused" and "M=17+" in " ".join(many.refused["cuda_gemv_epilogue"])
         prefill = [r for r in rows(rep, "qkv_proj") if "prefill" in r.phases][0]
         decode = [r for r in rows(rep, "qkv_proj") if r.phases == ["decode"] and "rows=1," in r.problem][0]
         assert decode.provider != "torch"  # the GEMV covers one row
@@ -60,7 +68,7 @@ def test_sm70_and_sm90_route_fp16_ops_to_gpu_kernels_and_flag_reference_fallback
 
 
 def test_strict_refuses_reference_fallbacks_with_readable_reasons():
-    route = route_for("kernels=strict")
+    route = route_for("kernels=strict", "quant.resident=dequantized")  # dense weights: M > 16 has no GPU GEMM
     rep = admit(route, fake_device("sm70"))
     assert rep.strict
     fallbacks = [r for r in rep.rows if r.status == "fallback"]
@@ -80,7 +88,7 @@ def test_expect_refuses_when_another_provider_is_admitted():
     assert not route.strict  # expect alone checks only what it names
     rep = admit(route, fake_device("sm70"))
     assert rep.failures and all(f.startswith("profile.expect ") for f in rep.failures)
-    norm = next(f for f in rep.failures if f.startswith("profile.expect rms_norm=torch: post_attn_norm"))
+    norm = next(f for f in rep.failures if f.startswith("profile.expect rms_norm=torch: input_norm"))
     assert "admits cuda on sm70 for rms_norm[sm70, float16, hidden=576" in norm
     assert any(f.startswith("profile.expect linear@decode=torch: qkv_proj (decode)") for f in rep.failures)
     assert not admit(route, fake_device("cpu")).failures  # met on the CPU
@@ -113,19 +121,19 @@ def test_ngram_speculation_adds_verify_problems():
 @pytest.mark.parametrize("override", ["kernels.rms_norm=torch", "+kernels.pins.rms_norm=torch",
                                       "kernels.disabled=[cuda]"])
 def test_kernel_overrides_change_what_is_admitted(override):
-    rep = admit(route_for(override), fake_device("sm70"))
-    norm = rows(rep, "post_attn_norm")[0]
+    rep = admit(route_for(override, "quant.resident=dequantized"), fake_device("sm70"))
+    norm = rows(rep, "input_norm")[0]
     assert norm.provider == "torch"
     reasons = " ".join(" ".join(r) for r in norm.refused.values())
     if "disabled" in override:
         assert norm.refused["cuda"] == ["disabled by configuration"]
     else:
         assert "not tried: op pinned to torch" in reasons
-    act = rows(rep, "mlp_act")[0]
+    head = next(r for r in rows(rep, "qkv_proj") if r.phases == ["decode"])  # dense weights, M = 1: the GEMV
     if "disabled" in override:  # disabling a provider name disables it for every op
-        assert act.provider == "torch" and act.refused["cuda"] == ["disabled by configuration"]
+        assert head.provider == "torch" and head.refused["cuda"] == ["disabled by configuration"]
     else:
-        assert act.provider != "torch"  # other ops are untouched
+        assert head.provider == "cuda"  # other ops are untouched
 
 
 def test_priority_override_reorders_gpu_providers():
@@ -159,7 +167,7 @@ def test_the_same_overrides_reach_the_engines_registry():
 def test_a_pin_that_is_refused_is_an_error_that_refuses_the_start():
     route = route_for("kernels.rms_norm=cuda")  # pinned, but the CPU has no CUDA
     rep = admit(route, fake_device("cpu"))
-    norm = rows(rep, "post_attn_norm")[0]
+    norm = rows(rep, "input_norm")[0]
     assert norm.status == "error" and norm.provider is None and "pinned provider 'cuda' refused" in norm.note
     with pytest.raises(SystemExit, match="kernels.pins.rms_norm"):
         check_startable(route, fake_device("cpu"))

@@ -117,6 +117,37 @@ def linear(dtype, device, gen) -> list[Case]:
     return cases
 
 
+def _fused_linear_cases(dtype, device, gen, shapes):
+    for m, n, k, t in shapes:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        w = (_randn(gen, n, k, dtype=dtype, device=device, scale=1 / math.sqrt(k)) if t == "dense"
+             else random_packed(n, k, t, gen, device))
+        yield f"{t} M={m} N={n} K={k}", x, w
+
+
+def linear_silu_and_mul(dtype, device, gen) -> list[Case]:
+    """[gate | up] projections: M = 1 in every packed format (the epilogue GEMV; odd row counts per
+    half), batches and a dense weight (the unfused route)."""
+    shapes = [(1, 130, 512, "q4_0"), (1, 66, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 34, 256, "q6_k"),
+              (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 2 * 1536, 576, "q4_1"), (3, 64, 256, "q4_0"),
+              (20, 72, 512, "q4_k"), (2, 64, 96, "dense")]
+    return [Case(name, (x, w)) for name, x, w in _fused_linear_cases(dtype, device, gen, shapes)]
+
+
+def linear_add_rms_norm(dtype, device, gen) -> list[Case]:
+    """o_proj / down + residual + RMSNorm: M = 1 in every packed format, batches, a dense weight."""
+    shapes = [(1, 128, 512, "q4_0"), (1, 64, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 32, 256, "q6_k"),
+              (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 576, 1536, "q4_1"), (4, 64, 256, "q4_0"),
+              (2, 64, 96, "dense")]
+    cases = []
+    for name, x, w in _fused_linear_cases(dtype, device, gen, shapes):
+        n = w.shape[0]
+        res = _randn(gen, x.shape[0], n, dtype=dtype, device=device)
+        nw = (1 + 0.1 * torch.randn(n, generator=gen)).to(dtype).to(device)
+        cases.append(Case(name, (x, w, res, nw, 1e-5)))
+    return cases
+
+
 def rotary_and_cache(dtype, device, gen) -> list[Case]:
     cases = []
     for t, hq, hk, d, r, neox, bs in [(5, 8, 2, 128, 128, True, 16), (3, 9, 3, 64, 64, False, 16),

@@ -26,6 +26,8 @@ _TOLERANCES = {
     "silu_and_mul": _ELEMENTWISE,
     "gelu_and_mul": _ELEMENTWISE,
     "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "linear_silu_and_mul": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "linear_add_rms_norm": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
@@ -40,6 +42,8 @@ for _name, _fn in [
     ("silu_and_mul", ref.silu_and_mul),
     ("gelu_and_mul", ref.gelu_and_mul),
     ("linear", ref.linear),
+    ("linear_silu_and_mul", ref.linear_silu_and_mul),
+    ("linear_add_rms_norm", ref.linear_add_rms_norm),
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
     ("argmax", ref.argmax),
@@ -105,6 +109,21 @@ def _params_linear(x, weight, bias=None):
                    and (bias is None or bias.is_contiguous()),
                    aligned16=x.data_ptr() % 16 == 0 and (raw is None or raw.data_ptr() % (16 if dense else 2) == 0),
                    weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None)
+
+
+def _params_linear_silu_and_mul(x, weight):
+    return _params_linear(x, weight)
+
+
+def _params_linear_add_rms_norm(x, weight, residual, norm_weight, eps):
+    """linear's facts plus the residual's and norm weight's (each N wide, contiguous, 16-byte aligned)."""
+    _, facts = _params_linear(x, weight)
+    n = weight.shape[0]
+    return x, dict(facts, residual_dtype=_dt(residual), norm_dtype=_dt(norm_weight),
+                   norm_layout_ok=residual.is_contiguous() and norm_weight.is_contiguous()
+                   and residual.shape[-1] == n and norm_weight.numel() == n
+                   and residual.numel() == x.numel() // max(1, x.shape[-1]) * n
+                   and residual.data_ptr() % 16 == 0 and norm_weight.data_ptr() % 16 == 0)
 
 
 def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
@@ -180,6 +199,16 @@ def linear(x, weight, bias=None):
     return _dispatch("linear", x, weight, bias)
 
 
+def linear_silu_and_mul(x, weight):
+    """silu(gate) * up of a [gate | up] projection (no bias)."""
+    return _dispatch("linear_silu_and_mul", x, weight)
+
+
+def linear_add_rms_norm(x, weight, residual, norm_weight, eps):
+    """A projection (no bias) added to the residual stream, then RMSNorm: (normed, new residual)."""
+    return _dispatch("linear_add_rms_norm", x, weight, residual, norm_weight, eps)
+
+
 def rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
                      k_scale=1.0, v_scale=1.0):
     """Rotate q and k, write rotated k and v into the paged caches; returns the rotated q."""
@@ -220,3 +249,6 @@ sampling_ops.register(registry)
 from . import rotary_cache_ops  # noqa: E402
 
 rotary_cache_ops.register(registry)
+from . import linear_fused_ops  # noqa: E402
+
+linear_fused_ops.register(registry)

@@ -74,6 +74,18 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     return (F.gelu(x[..., :d].float(), approximate=approximate) * x[..., d:].float()).to(x.dtype)
 
 
+def linear_silu_and_mul(x: torch.Tensor, weight) -> torch.Tensor:
+    """silu_and_mul(linear(x, weight)): a [gate | up] projection (no bias) and its activation, the
+    projection's output rounded to x's dtype first."""
+    return silu_and_mul(linear(x, weight))
+
+
+def linear_add_rms_norm(x: torch.Tensor, weight, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float):
+    """rms_norm(linear(x, weight), norm_weight, eps, residual) -> (normed, new residual): a
+    projection (no bias) whose output joins the residual stream, then the next RMSNorm."""
+    return rms_norm(linear(x, weight), norm_weight, eps, residual)
+
+
 # A quantized weight that offers `select_rows` and sets `row_chunked_decode` is decoded for a few
 # rows of x (decode) in blocks of about this many weights, each used while it is still in cache.
 _ROW_CHUNK_WEIGHTS = 1 << 18

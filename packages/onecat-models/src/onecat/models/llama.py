@@ -15,7 +15,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights, fused_linear, gate_up_linear, matrix_shapes
+from .weight_map import HFNamedWeights, fused_linear, gate_up_act, matrix_shapes
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -53,6 +53,9 @@ class LlamaForCausalLM(HFNamedWeights):
 
     GGUF_TO_HF = GGUF_TO_HF
     MATRICES = ("qkv", "o_proj", "gate_up", "down")
+    # o_proj / down carry the residual add and the next RMSNorm, gate_up its activation (one op each;
+    # onecat.serve.admission plans the same calls)
+    FUSED_PROJECTIONS = True
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
         self._init_buffers(spec, dtype, device, LlamaLayer, quantized)
@@ -133,23 +136,22 @@ class LlamaForCausalLM(HFNamedWeights):
         s = self.spec
         T = input_ids.shape[0]
         h = self.embed_tokens(input_ids)
-        residual = None
         neox = not s.rope_interleaved
-        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
-            if residual is None:
-                residual, x = h, ops.rms_norm(h, layer.input_norm, s.rms_norm_eps)
-            else:
-                x, residual = ops.rms_norm(h, layer.input_norm, s.rms_norm_eps, residual)
+        # x: the normed input of the next block; each projection into the residual stream carries
+        # the add and the next RMSNorm (one op, fused for decode on the GPU)
+        residual, x = h, ops.rms_norm(h, self.layers[0].input_norm, s.rms_norm_eps)
+        next_norms = [layer.input_norm for layer in self.layers[1:]] + [self.norm]
+        for layer, next_norm, (k_cache, v_cache) in zip(self.layers, next_norms, kv_caches):
             q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
             q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
                                      md.slot_mapping)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window)
-            h = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
-            x, residual = ops.rms_norm(h, layer.post_attn_norm, s.rms_norm_eps, residual)
-            h = ops.linear(ops.silu_and_mul(gate_up_linear(x, layer.gate_up)), layer.down)
-        h, _ = ops.rms_norm(h, self.norm, s.rms_norm_eps, residual)
-        return h
+            x, residual = ops.linear_add_rms_norm(o.reshape(T, s.q_size), layer.o_proj, residual,
+                                                  layer.post_attn_norm, s.rms_norm_eps)
+            x, residual = ops.linear_add_rms_norm(gate_up_act(x, layer.gate_up), layer.down, residual, next_norm,
+                                                  s.rms_norm_eps)
+        return x
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return ops.linear(hidden, self.lm_head).float()

@@ -42,6 +42,14 @@ def gate_up_linear(x: torch.Tensor, weight) -> torch.Tensor:
     return torch.cat(fused_linear(x, weight, []), dim=-1) if isinstance(weight, tuple) else ops.linear(x, weight)
 
 
+def gate_up_act(x: torch.Tensor, weight) -> torch.Tensor:
+    """silu(gate) * up: one fused op for a fused [gate | up] matrix (the activations need not reach
+    memory), else the two matmuls and the activation."""
+    if isinstance(weight, tuple):
+        return ops.silu_and_mul(gate_up_linear(x, weight))
+    return ops.linear_silu_and_mul(x, weight)
+
+
 def matrix_shapes(spec) -> dict[str, tuple[int, int]]:
     """(N, K) of a decoder layer's projections: fused q/k/v, o, fused gate/up, down."""
     H, I, q, kv = spec.hidden_size, spec.intermediate_size, spec.q_size, spec.kv_size

@@ -162,6 +162,18 @@ class _PackedStandIn:
         self.format, self.shape, self.raw = fmt, (n, k), _meta(n, max(1, k // 2), dtype="uint8")
 
 
+def fuses_projections(architecture: str) -> bool:
+    """Whether the architecture's adapter calls ops.linear_add_rms_norm (o_proj / down_proj with the
+    residual add and the next RMSNorm) and ops.linear_silu_and_mul (gate_up_proj with its activation)
+    instead of the separate ops: its FUSED_PROJECTIONS flag (Llama-family adapters)."""
+    from onecat.models.registry import resolve_adapter
+
+    try:
+        return bool(getattr(resolve_adapter(architecture), "FUSED_PROJECTIONS", False))
+    except (ValueError, ImportError):  # a declared shape with no adapter here: planned as unfused
+        return False
+
+
 def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str | None = None) -> list[Site]:
     """Every call the route's model makes, as Sites (deduplicated by site and facts).
 
@@ -190,8 +202,7 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
         sites.setdefault(key, set()).update(layers)
 
     def linear(site: str, layers, n: int, kk: int, fmt: str | None, bias: bool = False) -> None:
-        kf = "dense" if fmt is None or resident else _kernel_format(fmt, kind)
-        w = _meta(n, kk, dtype=dt) if kf == "dense" else _PackedStandIn(kf, n, kk)
+        w = weight_of(n, kk, fmt)
         b = _meta(n, dtype=dt) if bias else None
         for phase, rows in phases:
             call("linear", site, layers, _meta(rows, kk, dtype=dt), w, b, phase=phase)
@@ -200,15 +211,30 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
         r = _meta(2, hidden, dtype=x_dtype) if residual else None
         call("rms_norm", site, layers, _meta(2, hidden, dtype=x_dtype), _meta(hidden, dtype=dt), 1e-6, r)
 
+    fused = fuses_projections(s.architecture) and not s.fp32_residual
+
+    def weight_of(n: int, kk: int, fmt: str | None):
+        kf = "dense" if fmt is None or resident else _kernel_format(fmt, kind)
+        return _meta(n, kk, dtype=dt) if kf == "dense" else _PackedStandIn(kf, n, kk)
+
+    def add_norm(site: str, layers, n: int, kk: int, fmt: str | None) -> None:  # projection + residual + RMSNorm
+        w = weight_of(n, kk, fmt)
+        for phase, rows in phases:
+            call("linear_add_rms_norm", site, layers, _meta(rows, kk, dtype=dt), w, _meta(rows, n, dtype=dt),
+                 _meta(n, dtype=dt), 1e-6, phase=phase)
+
     H, D, f = s.hidden_size, s.head_dim, route.formats
     res_dt = "float32" if s.fp32_residual and dt == "float16" else dt
     wfmt = f.get("weights")
     by_type: dict[str, list[int]] = {}
     for i, t in enumerate(s.layer_types):
         by_type.setdefault(t, []).append(i)
-    norm("input_norm", [0] if s.num_layers else [], H, False)
-    norm("input_norm", range(1, s.num_layers), H, True, x_dtype=res_dt)
-    norm("post_attn_norm", range(s.num_layers), H, True, x_dtype=res_dt)
+    if fused:  # the first layer's input norm (the others' come with down_proj, the post-attention one with o_proj)
+        norm("input_norm", [], H, False)
+    else:
+        norm("input_norm", [0] if s.num_layers else [], H, False)
+        norm("input_norm", range(1, s.num_layers), H, True, x_dtype=res_dt)
+        norm("post_attn_norm", range(s.num_layers), H, True, x_dtype=res_dt)
     attn = by_type.get("attention", []) + by_type.get("sliding_attention", [])
     if attn:
         hq, hk = s.num_heads // tp, s.kv_heads_per_rank(tp)
@@ -225,18 +251,21 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
              qkv[:, hq * D:(hq + hk) * D], qkv[:, (hq + hk) * D:], D, _meta(2, s.rotary_dim or D, dtype="float32"),
              not s.rope_interleaved, cache, cache, _meta(2, dtype="int64"), *fp8)
         attn_phases = [("prefill", max(T, 17)), ("decode", 1)] + ([("verify", 1 + k)] if k else [])
-        for kind in ("attention", "sliding_attention"):
-            layers = by_type.get(kind, [])
+        for attn_kind in ("attention", "sliding_attention"):  # (not `kind`: the weights' device kind)
+            layers = by_type.get(attn_kind, [])
             if not layers:
                 continue
             if s.sparse_attention:
                 missing(f"sparse_attention_{s.sparse_attention}", "sparse_attention", layers,
                         dict(head_dim=D, kv_dtype=kv_dt, block_size=bs))
-            window = s.sliding_window if kind == "sliding_attention" else None
+            window = s.sliding_window if attn_kind == "sliding_attention" else None
             for phase, mq in attn_phases:
                 call("paged_attention", "attention", layers, _meta(2, hq, D, dtype=dt), cache, cache,
                      SimpleNamespace(max_query_len=mq), D ** -0.5, window, None, *fp8, phase=phase)
-        linear("o_proj", attn, H, hq * D, wfmt)
+        if fused:
+            add_norm("o_proj", attn, H, hq * D, wfmt)
+        else:
+            linear("o_proj", attn, H, hq * D, wfmt)
     gdn = by_type.get("linear_attention", [])
     if gdn:
         kd, vd = s.gdn_key_heads * s.gdn_key_dim, s.gdn_value_heads * s.gdn_value_dim
@@ -261,12 +290,21 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
             linear("shared_down", layers, H, Is, wfmt)
     else:
         I = s.intermediate_size // tp
-        linear("gate_up_proj", layers, 2 * I, H, wfmt)
-        call(act, "mlp_act", layers, _meta(2, 2 * I, dtype=dt), *act_args)
-        linear("down_proj", layers, H, I, wfmt)
+        if fused and act == "silu_and_mul":
+            w = weight_of(2 * I, H, wfmt)
+            for phase, rows in phases:
+                call("linear_silu_and_mul", "gate_up_proj", layers, _meta(rows, H, dtype=dt), w, phase=phase)
+        else:
+            linear("gate_up_proj", layers, 2 * I, H, wfmt)
+            call(act, "mlp_act", layers, _meta(2, 2 * I, dtype=dt), *act_args)
+        if fused:
+            add_norm("down_proj", layers, H, I, wfmt)
+        else:
+            linear("down_proj", layers, H, I, wfmt)
     if tp > 1:
         missing("all_reduce", "tp_all_reduce", layers, dict(ranks=tp, dtype=dt))
-    norm("final_norm", [], H, True, x_dtype=res_dt)
+    if not fused:  # else the last down_proj's
+        norm("final_norm", [], H, True, x_dtype=res_dt)
     linear("lm_head", [], s.vocab_size // tp, H, f.get("lm_head"))
     if c.spec.method == "dflash":
         missing("dflash_draft", "draft", [], dict(block=k + 1, top_k=c.spec.top_k, kv_dtype=c.spec.draft_kv_dtype))

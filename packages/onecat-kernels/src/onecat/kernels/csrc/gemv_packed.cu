@@ -20,30 +20,97 @@
 //    16 |x| for q8_0: finite below |x| = 4K), one convert, one FFMA with the fp32 block scale.
 //    M > 1: 4 HFMA2 per 8 weights and row of x, then fp32. Formats with a min/offset (q4_1, q4_k)
 //    add coef * sum(x) per chunk.
+//  * Epilogues (M = 1 kernels, EPI): EPI_GLU computes [gate | up] rows in pairs (a warp's first R / 2
+//    rows from the gate half, the rest the same rows of the up half) and writes silu(gate) * up;
+//    EPI_NORM writes y, and the last block to finish (a counter, re-armed by that block) adds the
+//    residual and RMS-normalizes the whole row: the decode layer's o_proj / down + residual +
+//    RMSNorm in one launch.
 #include "packed_formats.cuh"
+
+enum { EPI_NONE = 0, EPI_GLU = 1, EPI_NORM = 2 };
+struct GemvEpi {  // EPI_NORM's operands (unused otherwise)
+  __half* h_out;       // [N] rms_norm(y + res) * norm_w
+  __half* res_out;     // [N] y + res (the new residual stream)
+  const __half* res;   // [N]
+  const __half* norm_w;
+  int* counter;        // zero before the launch, zero after it
+  float eps;
+};
+
+// EPI_NORM's tail: every block counts itself done once its y is visible; the last one computes
+// r = fp16(y + res) (as rms_norm's kernel: in FP32, rounded), r -> res_out, and
+// h = r * rsqrt(mean(r^2) + eps) * w -> h_out. N % 8 == 0. Not inlined, scalar arguments: the GEMV's
+// registers are dead here.
+__device__ __noinline__ void gemv_add_rms_norm_tail(__half* __restrict__ h_out, __half* __restrict__ res_out,
+                                                    const __half* y, const __half* __restrict__ res,
+                                                    const __half* __restrict__ w, int n, float eps, int* counter) {
+  __shared__ int is_last;
+  __shared__ float red[32];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    is_last = atomicAdd(counter, 1) == (int)gridDim.x - 1;
+    if (is_last) *counter = 0;
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  float ss = 0.f;
+  for (int i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
+    float a[8], b[8];
+    Half8 yv;
+    yv.u = __ldcg(reinterpret_cast<const uint4*>(y + i));  // written by other blocks: not through L1
+    load_vec<8>(yv.h, a);
+    load_vec<8>(res + i, b);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      a[j] = __half2float(__float2half_rn(a[j] + b[j]));
+      ss += a[j] * a[j];
+    }
+    store_vec<8>(res_out + i, a);
+  }
+  const float scale = rsqrtf(block_sum(ss, red) / n + eps);
+  for (int i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
+    float a[8], g[8];
+    load_vec<8>(res_out + i, a);  // this thread's own stores
+    load_vec<8>(w + i, g);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a[j] = (a[j] * scale) * g[j];
+    store_vec<8>(h_out + i, a);
+  }
+}
 
 // M = 1: a warp owns R whole rows (no shared memory, no block barrier); lane l takes the chunks
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
-template <int F, int R, int U, bool PF, int KS>
+template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
-                          int N, int K, int gchunks) {
+                          int N, int K, int gchunks, const GemvEpi& e = GemvEpi{}) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
+  constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
+  static_assert(EPI != EPI_GLU || R % 2 == 0, "GLU pairs rows");
   __shared__ float red[KS > 1 ? 4 : 1][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
-  const int n0 = (blockIdx.x * (4 / KS) + warp / KS) * R;
-  if (KS == 1 && n0 >= N) return;
+  const int nout = EPI == EPI_GLU ? N / 2 : N;
+  const int n0 = (blockIdx.x * (4 / KS) + warp / KS) * RO;
+  if (KS == 1 && n0 >= nout) {
+    if constexpr (EPI == EPI_NORM) gemv_add_rms_norm_tail(e.h_out, e.res_out, out, e.res, e.norm_w, N, e.eps, e.counter);
+    return;
+  }
   const int nch = K >> 5;
   i64 row[R];
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    row[r] = (i64)min(n0 + r, N - 1);
+    if constexpr (EPI == EPI_GLU)  // rows r and r + R / 2: the same output's gate and up
+      row[r] = (i64)min(n0 + r % RO, nout - 1) + (r < RO ? 0 : nout);
+    else
+      row[r] = (i64)min(n0 + r, N - 1);
     acc[r] = 0.f;
   }
   PChunk<F> cur[U][R], nxt[U][R];
@@ -115,6 +182,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       load(cur, base + STEP);
     }
   }
+  float val[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     float v = warp_sum(acc[r]);
@@ -125,8 +193,21 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
       for (int w = 0; w < KS; ++w) v += red[warp - kw + w][r];
     }
-    if (kw == 0 && lane == 0 && n0 + r < N) out[n0 + r] = __float2half_rn(bias ? v + __half2float(bias[n0 + r]) : v);
+    val[r] = v;
   }
+  if (kw == 0 && lane == 0) {
+#pragma unroll
+    for (int r = 0; r < RO; ++r) {
+      if (n0 + r >= nout) break;
+      if constexpr (EPI == EPI_GLU) {  // as linear then silu_and_mul: y rounded to fp16 first
+        const float g = __half2float(__float2half_rn(val[r])), u = __half2float(__float2half_rn(val[r + RO]));
+        out[n0 + r] = __float2half_rn(g / (1.f + __expf(-g)) * u);
+      } else {
+        out[n0 + r] = __float2half_rn(bias ? val[r] + __half2float(bias[n0 + r]) : val[r]);
+      }
+    }
+  }
+  if constexpr (EPI == EPI_NORM) gemv_add_rms_norm_tail(e.h_out, e.res_out, out, e.res, e.norm_w, N, e.eps, e.counter);
 }
 
 template <int F, int MT, int R>
@@ -234,6 +315,21 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
 // and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
+// M = 1 with an epilogue (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_glu / _norm): the shapes gemv_m1_shape picks
+// for gate_up and for o_proj / down.
+#define GEMV_ROWS_EPI(NAME, F, R, U, PF, KS, SFX)                                                  \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_glu( \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
+      const unsigned char* meta, int N, int K, int gchunks) {                                      \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU>(out, x, q, qh, meta, nullptr, N, K, gchunks);              \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_norm( \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
+      const unsigned char* meta, int N, int K, int gchunks, __half* h_out, __half* res_out,        \
+      const __half* res, const __half* norm_w, int* counter, float eps) {                          \
+    const GemvEpi e{h_out, res_out, res, norm_w, counter, eps};                                    \
+    gemv_rows<F, R, U, PF, KS, EPI_NORM>(out, x, q, qh, meta, nullptr, N, K, gchunks, e);          \
+  }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \
   GEMV_PACKED(NAME, F, 16, 4)    \
@@ -250,3 +346,15 @@ GEMV_PACKED_ALL(q8_0, F_Q8_0)
 GEMV_PACKED_ALL(q4_k, F_Q4_K)
 GEMV_PACKED_ALL(q6_k, F_Q6_K)
 GEMV_PACKED_ALL(awq, F_AWQ)
+// epilogue kernels: the shapes cuda_ops.gemv_m1_shape can return per format
+GEMV_ROWS_EPI(q4_0, F_Q4_0, 4, 1, false, 2, n)
+GEMV_ROWS_EPI(q4_0, F_Q4_0, 4, 1, false, 1, n)
+GEMV_ROWS_EPI(q4_1, F_Q4_1, 4, 1, false, 2, n)
+GEMV_ROWS_EPI(q4_1, F_Q4_1, 4, 1, false, 1, n)
+GEMV_ROWS_EPI(awq, F_AWQ, 4, 1, false, 2, n)
+GEMV_ROWS_EPI(awq, F_AWQ, 4, 1, false, 1, n)
+GEMV_ROWS_EPI(q8_0, F_Q8_0, 4, 1, false, 2, n)
+GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, true, 2, )
+GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, true, 1, )
+GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, false, 1, n)
+GEMV_ROWS_EPI(q6_k, F_Q6_K, 2, 1, true, 1, )

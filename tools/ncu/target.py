@@ -31,8 +31,11 @@ SHAPES = ("smollm2-135m", "llama3-8b")  # onecat.models.standard_shapes (llama-a
 
 
 def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
-    """A Llama of a standard shape with generated weights: dense, or GGUF blocks (valid, finite scales)."""
-    from onecat.kernels.weights import GGUFWeight
+    """A Llama of a standard shape with generated weights: dense, or quantized in the layout the
+    loader gives the CUDA route (kernels' PackedWeight, made on the GPU: valid planes, finite scales of
+    realistic size; the CPU smoke run packs random GGUF blocks on the host)."""
+    from onecat.kernels.bench import packed_gpu
+    from onecat.kernels.weights import random_packed
     from onecat.models.llama import LlamaForCausalLM
     from onecat.models.loader import LoadedModel
     from onecat.models.standard_shapes import standard_shape
@@ -40,6 +43,9 @@ def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
     spec = standard_shape(shape, name=f"{shape} (generated weights)")
     model = LlamaForCausalLM(spec, dtype, torch.device(device))
     g = torch.Generator(device=device).manual_seed(0)
+
+    def quantized(n: int, k: int):
+        return packed_gpu(n, k, weights, g) if device == "cuda" else random_packed(n, k, weights, g)
 
     def fill(t: torch.Tensor, std: float, mean: float = 0.0) -> None:
         t.copy_(torch.randn(t.shape, generator=g, device=device, dtype=torch.float32) * std + mean)
@@ -56,9 +62,9 @@ def build_generated(shape: str, weights: str, device: str, dtype: torch.dtype):
             if weights == "fp16":
                 fill(w, 0.02)
             else:
-                setattr(layer, name, GGUFWeight.random(w.shape[0], w.shape[1], weights, device=device))
+                setattr(layer, name, quantized(w.shape[0], w.shape[1]))
     if weights != "fp16" and not spec.tie_word_embeddings:
-        model.lm_head = GGUFWeight.random(spec.vocab_size, spec.hidden_size, weights, device=device)
+        model.lm_head = quantized(spec.vocab_size, spec.hidden_size)
     return LoadedModel(spec, model, None, "generated", weights)
 
 
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="a GGUF file (default: generated weights of --shape)")
     ap.add_argument("--shape", choices=SHAPES, default="llama3-8b")
-    ap.add_argument("--weights", choices=["fp16", "q4_0", "q8_0"], default="q4_0")
+    ap.add_argument("--weights", choices=["fp16", "q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "awq"], default="q4_0")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--warmup", type=int, default=3)

@@ -33,8 +33,8 @@ _KV = {"float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 _FP8_UNIT = {"e4m3": 256.0, "e5m2": 1.0}  # E4M3 bytes decode to value * 2^-8 (attention_fp8.cuh)
 WORKSPACE_LIMIT = 256 << 20  # bytes of FP32 partials before the partition count is cut
 BLOCKS_PER_SM = 2  # resident 128-thread attention blocks per SM (registers; sm_70 and sm_90 alike)
-WAVE_PART = 1024  # split-KV: keys per partition that amortize a block's fixed cost (Q, page ids, merge)
-MIN_PART = 256  # keys per partition at least
+MIN_PART = 64  # keys per partition at least (one 64-key step: short contexts are latency-bound)
+REDUCE_MAX_PARTS = 1024  # attn_reduce weighs the partitions in shared memory (csrc/attention_decode.cu)
 
 _SIG = "ppppppppp" "q" "iiiiiiiiii" "fff"
 _KV_KINDS = ("f16", "e4m3", "e5m2")
@@ -98,21 +98,23 @@ def supports_cache_fp8(p: Problem) -> list[str]:
 # -- provider functions --------------------------------------------------------------------------
 def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, sms: int,
                   n_tokens: int, hq: int, head_dim: int) -> tuple[int, int]:
-    """(nparts, part): partitions of the key span so that the blocks fill whole waves of
-    BLOCKS_PER_SM x sms resident blocks (one wave of ~WAVE_PART-key partitions when few requests
-    would leave SMs idle), each a multiple of the key tile and >= MIN_PART keys, the FP32 partials
-    within WORKSPACE_LIMIT."""
+    """(nparts, part): partitions of the key span so that the blocks fill one wave of
+    BLOCKS_PER_SM x sms resident blocks, each a multiple of the key tile and >= MIN_PART keys, the
+    FP32 partials within WORKSPACE_LIMIT. `span` is the longest the launch may see (a CUDA graph is
+    captured once for every context up to it); the kernel spreads a shorter request's keys over
+    fewer of the partitions (flash_request_part); those past its keys write empty partials. One wave:
+    blocks beyond it would only queue behind the first (each partition streams its keys with
+    prefetch, so longer partitions cost no efficiency)."""
     span = max(span, 1)
     per, slots = max(1, batch * hk * nchunks), BLOCKS_PER_SM * sms
     if per >= slots:  # the row chunks alone fill the GPU (prefill): no partials to merge
         return 1, -(-span // key_tile) * key_tile
-    waves = max(1, -(-per * -(-span // WAVE_PART) // slots))
-    nparts = max(1, waves * slots // per)
+    nparts = max(1, slots // per)
     part = max(MIN_PART, -(-span // nparts))
     while True:
         part = -(-part // key_tile) * key_tile
         nparts = -(-span // part)
-        if nparts == 1 or nparts * n_tokens * hq * head_dim * 4 <= WORKSPACE_LIMIT:
+        if nparts == 1 or (nparts <= REDUCE_MAX_PARTS and nparts * n_tokens * hq * head_dim * 4 <= WORKSPACE_LIMIT):
             return nparts, part
         part *= 2
 

@@ -8,7 +8,9 @@
 // Grid (row_chunks, Hk, requests * nparts), 128 threads. The key range [lo, ctx) (lo > 0 only with
 // a sliding window) is split into `nparts` partitions of `part` keys, chosen on the host from the
 // context length and the SM count; with nparts == 1 the block writes the FP16 output, else FP32
-// (o / l, m, l) partials that attn_reduce merges. Block size: any power of 2 >= 8 (page ids are
+// (o / l, m, l) partials that attn_reduce merges. The plan is for the longest context a launch may see
+// (a CUDA graph's): each request spreads its keys over as many partitions as keep >= one key step each,
+// so a short context splits as finely as a long one. Block size: any power of 2 >= 8 (page ids are
 // staged per FA_SEG keys; a page larger than FA_SEG keys takes one or two table entries).
 #include "attention_flash.cuh"
 
@@ -21,25 +23,61 @@ DECODE_ENTRIES(64, 4, 1)
 DECODE_ENTRIES(128, 4, 1)
 DECODE_ENTRIES(256, 2, 2)
 
-// Merge of the partitions' (o / l, m, l): grid (tokens, Hq), D threads (one column each).
-// Partitions with l == 0 saw no visible key and weigh nothing.
+// Merge of the partitions' (o / l, m, l): grid (tokens, Hq), D threads (one column each). The
+// partitions are weighed once, in parallel (threads over partitions: the max m, then
+// w_p = l_p 2^(m_p - M) into shared memory), and the columns sum only up to the last partition that
+// saw a key (a short context fills a prefix of the planned partitions; partitions with l == 0 weigh
+// nothing), loads unrolled. nparts <= ATTN_REDUCE_MAX_PARTS (attention_ops checks).
+#define ATTN_REDUCE_MAX_PARTS 1024
 extern "C" __global__ void __launch_bounds__(256) attn_reduce(__half* out, const float* part_o, const float* part_ml,
                                                               int n_tokens, int hq, int d, int nparts, float v_mul) {
+  __shared__ float w[ATTN_REDUCE_MAX_PARTS];
+  __shared__ float red[32], sum_s[32];
+  __shared__ int last_s[32];
   const i64 row = (i64)blockIdx.x * hq + blockIdx.y;
   const i64 pstride = (i64)n_tokens * hq;
+  const float2* ml_p = reinterpret_cast<const float2*>(part_ml);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   float m = -INFINITY;
-  for (int p = 0; p < nparts; ++p) {
-    const float2 ml = *reinterpret_cast<const float2*>(part_ml + (p * pstride + row) * 2);
-    if (ml.y > 0.f) m = fmaxf(m, ml.x);
-  }
-  float acc = 0.f, wsum = 0.f;
-  for (int p = 0; p < nparts; ++p) {
-    const float2 ml = *reinterpret_cast<const float2*>(part_ml + (p * pstride + row) * 2);
+  int last = -1;
+  for (int p = threadIdx.x; p < nparts; p += blockDim.x) {
+    const float2 ml = ml_p[p * pstride + row];
     if (ml.y > 0.f) {
-      const float w = ml.y * exp2f(ml.x - m);
-      wsum += w;
-      acc = fmaf(w, part_o[(p * pstride + row) * d + threadIdx.x], acc);
+      m = fmaxf(m, ml.x);
+      last = p;
     }
   }
-  out[row * d + threadIdx.x] = __float2half_rn(wsum > 0.f ? acc / wsum * v_mul : 0.f);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+  }
+  if (lane == 0) {
+    red[warp] = m;
+    last_s[warp] = last;
+  }
+  __syncthreads();
+  m = -INFINITY;
+  last = -1;
+  for (int i = 0; i < nwarps; ++i) {
+    m = fmaxf(m, red[i]);
+    last = max(last, last_s[i]);
+  }
+  float s = 0.f;
+  for (int p = threadIdx.x; p <= last; p += blockDim.x) {
+    const float2 ml = ml_p[p * pstride + row];
+    const float wp = ml.y > 0.f ? ml.y * exp2f(ml.x - m) : 0.f;
+    w[p] = wp;
+    s += wp;
+  }
+  s = block_sum(s, sum_s);  // its barriers also publish w
+  float acc = 0.f;
+  const float* po = part_o + row * d + threadIdx.x;
+#pragma unroll 4
+  for (int p = 0; p <= last; ++p) {
+    const float wp = w[p];
+    const float o = po[p * pstride * d];  // always a valid partial (empty ones hold zeros)
+    acc = fmaf(wp, o, acc);
+  }
+  out[row * d + threadIdx.x] = __float2half_rn(s > 0.f ? acc / s * v_mul : 0.f);
 }

@@ -95,6 +95,14 @@ struct FaTile {
   static_assert(LPT >= 1 && KT * L % FA_THREADS == 0 && FA_SEG % (PF * KT) == 0, "tile loads");
 };
 
+// The host plans nparts x part for the longest context the launch may see (a CUDA graph's); a
+// request's `span` keys are spread over as many of those partitions as keep >= KT keys each (the
+// rest write empty partials at once), so a short context is split as finely as a long one.
+ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
+  const int per = (span + a.nparts - 1) / a.nparts;
+  return a.nparts > 1 ? min(a.part, max(KT, (per + KT - 1) / KT * KT)) : a.part;
+}
+
 template <int D, int KV, int WR, int WK, int WD, int NK>
 __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   using C = FaTile<D, KV, WR, WK, WD, NK>;
@@ -119,7 +127,8 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   if (r0 >= rows_total) return;
   const int R = min(ROWS, rows_total - r0);
   const int lo = a.window > 0 ? max(0, ctx - ql - a.window + 1) : 0;
-  const int pstart = lo + p * a.part, pend = min(pstart + a.part, ctx);
+  const int part = flash_request_part(a, KT, ctx - lo);
+  const int pstart = lo + p * part, pend = min(pstart + part, ctx);
   const int qi_min = r0 / a.group, qi_max = (r0 + R - 1) / a.group;
   const int clo = a.window > 0 ? max(0, ctx - ql + qi_min - a.window + 1) : 0;
   const int kstart = max(pstart, clo), kend = min(pend, ctx - ql + qi_max + 1);
@@ -357,11 +366,12 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
 
 #define FLASH_ENTRY(NAME, D, KV, WR, WK, WD, NK)                                                         \
   extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
-      NAME(__half* out, float* part_o, float* part_ml, const __half* q, const unsigned char* kc,           \
-           const unsigned char* vc, const int* block_tables, const int* seq_lens, const int* qsl,         \
-           i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift, int bt_stride, int window, \
-           int nparts, int part, int nchunks, float qk_scale, float soft_cap, float v_mul) {              \
-    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
+      NAME(__half* out, float* part_o, float* part_ml, const __half* q,                                   \
+           const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
+           const int* qsl, i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift,            \
+           int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale, float soft_cap,   \
+           float v_mul) {                                                                                 \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,   \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
                       qk_scale, soft_cap, v_mul};                                                         \
     flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \

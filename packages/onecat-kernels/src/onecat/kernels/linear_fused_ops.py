@@ -33,6 +33,12 @@ _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]
 _NORM = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_norm", "pppppiiipppppf")
          for f in PACKED_FORMATS for s in EPILOGUE_SHAPES[f]}
 COUNTER_SLOTS = 1  # one launch at a time per device uses the counter (same stream)
+# Formats the epilogue is admitted for: where the H200 peers run measured it paying (smollm2 Q4_1
+# 827 -> 1,035 tok/s, llama3-8b Q4_0 365 -> 373, with this session's attention change; results
+# h200-2026-11-29-s4) or, for q8_0 / awq, the kernels' registers equal the plain GEMV's. The
+# llama3-8b Q4_K_M route (q4_k, with q6_k down / v projections) measured slower with it
+# (313 -> 286 tok/s median, a noisy run): unfused until an A/B timeline settles it.
+EPILOGUE_FORMATS = ("q4_0", "q4_1", "q8_0", "awq")
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,6 +60,9 @@ def _supports_gemv(p: Problem, kernels: dict) -> list[str]:
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     _need(r, p.param("bias") is None, "bias: the fused epilogues take none")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
+    _need(r, fmt not in _PACKED_NAMES or fmt.removeprefix("packed_") in EPILOGUE_FORMATS,
+          f"{fmt}: not admitted (the llama3-8b Q4_K_M route measured slower with the epilogue GEMV on the "
+          f"H200; formats {'/'.join(EPILOGUE_FORMATS)})")
     if fmt in _PACKED_NAMES and k % 32 == 0:
         shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k)
         _need(r, (fmt.removeprefix("packed_"), shape) in kernels,

@@ -30,6 +30,10 @@ class SchedulerConfig:
     max_num_seqs: int = 64
     max_num_batched_tokens: int = 2048  # token budget per step; long prompts are chunked under it
     enable_chunked_prefill: bool = True
+    # Schedule step n+1 while the GPU runs step n: each decode row feeds the token sampled last step
+    # straight from the device, and the host learns it one step later (outputs then trail by a
+    # step). Steps with drafts, logprobs or penalties (which need the values) run synchronously.
+    async_scheduling: bool = False
 
 
 @dataclass

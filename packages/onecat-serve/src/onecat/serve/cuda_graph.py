@@ -57,7 +57,7 @@ class DecodeGraphs:
     """Captures model.forward + compute_logits for each batch bucket; `run` replays one."""
 
     def __init__(self, model, kv_caches, device: torch.device, block_size: int, max_model_len: int,
-                 pad_block: int, max_batch: int):
+                 pad_block: int, max_batch: int, host_buffers: int = 1):
         if device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
         self.model, self.kv_caches, self.device = model, kv_caches, device
@@ -76,9 +76,11 @@ class DecodeGraphs:
         self.seq_lens, self.tables = self._dev32[0:B], self._dev32[B:].view(B, W)
         self.seq_lens.fill_(1)
         self.qsl = torch.arange(B + 1, dtype=torch.int32, device=dev)
-        self._host64 = torch.empty(3 * B, dtype=torch.long).pin_memory()
-        self._host32 = torch.empty(B + B * W, dtype=torch.int32).pin_memory()
-        self._np64, self._np32 = self._host64.numpy(), self._host32.numpy()
+        # host_buffers = 2 under asynchronous scheduling: the host fills one set while the other's copy
+        # may still wait in the stream behind the step before
+        self._host_sets = [(torch.empty(3 * B, dtype=torch.long).pin_memory(),
+                            torch.empty(B + B * W, dtype=torch.int32).pin_memory()) for _ in range(host_buffers)]
+        self._turn = 0
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
         self.pool = None
@@ -118,15 +120,19 @@ class DecodeGraphs:
         return b if b in self.graphs else None
 
     @torch.inference_mode()
-    def run(self, seqs: list[tuple[int, int, list[int]]]) -> torch.Tensor:
+    def run(self, seqs: list[tuple[int, int, list[int]]], fed_from=None) -> torch.Tensor:
         """seqs: (token_id, position, block_ids) per request -> logits [len(seqs), V] (float32).
-        The returned tensor is the graph's output buffer: consume it before the next run."""
+        The returned tensor is the graph's output buffer: consume it before the next run.
+        fed_from (asynchronous scheduling): (rows, src, tokens): rows[j] feeds tokens[src[j]], a
+        token sampled last step and still on the device (index tensors on the device)."""
         n = len(seqs)
         b = self.bucket(n)
         if b is None:
             raise ValueError(f"batch {n} exceeds the largest captured graph ({self.max_batch})")
         B, W, bs = self.max_batch, self.max_blocks, self.block_size
-        h, g = self._np64, self._np32  # numpy views of the pinned buffers: no torch dispatch per element
+        host64, host32 = self._host_sets[self._turn]
+        self._turn = (self._turn + 1) % len(self._host_sets)
+        h, g = host64.numpy(), host32.numpy()  # views of the pinned buffers: no torch dispatch per element
         ids, pos, slots = h[0:B], h[B:2 * B], h[2 * B:3 * B]
         lens, tables = g[0:B], g[B:].reshape(B, W)
         ids[:b] = 0
@@ -140,8 +146,12 @@ class DecodeGraphs:
             ids[i], pos[i], lens[i] = tok, p, p + 1
             slots[i] = blocks[p // bs] * bs + p % bs
             tables[i, :len(blocks)] = blocks
-        # the host buffers are rewritten only after the caller has read this step's logits (a sync)
-        self._dev64.copy_(self._host64, non_blocking=True)
-        self._dev32[:B + b * W].copy_(self._host32[:B + b * W], non_blocking=True)
+        # a host buffer set is rewritten only after the caller has read the logits of the step that
+        # used it (synchronous: this step's; asynchronous, two sets: the step before)
+        self._dev64.copy_(host64, non_blocking=True)
+        self._dev32[:B + b * W].copy_(host32[:B + b * W], non_blocking=True)
+        if fed_from is not None:
+            rows, src, tokens = fed_from
+            self.ids[rows] = tokens[src]
         self.graphs[b].replay()
         return self.logits[b][:n]

@@ -20,7 +20,7 @@ from .kv_cache_manager import KVCacheManager
 from .model_runner import ModelRunner
 from .outputs import CompletionOutput, Logprob, RequestOutput, TokenLogprobs
 from .request import Request, RequestStatus
-from .sampler import draft_chooser
+from .sampler import draft_chooser, value_free
 from .sampling_params import SamplingParams
 from .scheduler import Scheduler
 
@@ -48,6 +48,7 @@ class LLMEngine:
         self.eos_token_ids = frozenset(self.tokenizer.eos_token_ids)
         self.model_name = self.config.model.served_model_name or _model_name(self.runner.loaded)
         self.proposer = make_proposer(self.config, self.runner)
+        self._inflight = None  # asynchronous scheduling: the launched step whose tokens are not here yet
 
     # -- requests -----------------------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int]) -> list[int]:
@@ -116,6 +117,51 @@ class LLMEngine:
 
     # -- the step -----------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        if self._async_ready():
+            return self._step_async()
+        outs = self._drain()  # a step still in flight completes first
+        return outs + self._step_sync()
+
+    def _async_ready(self) -> bool:
+        """Asynchronous scheduling is on and every request can sample without earlier values."""
+        return (self.config.scheduler.async_scheduling and self.proposer is None
+                and all(value_free(r.params) for r in self.scheduler.requests.values()))
+
+    def _step_async(self) -> list[RequestOutput]:
+        """Schedule and launch step n+1, then take step n's tokens (the GPU is busy with n+1 while
+        the host resolves, detokenizes and reports n). Outputs trail the GPU by one step."""
+        sched = self.scheduler.schedule()
+        if sched.is_empty:  # e.g. every running request has its last token in flight
+            outs = self._drain()
+            if not outs:
+                self._check_schedulable()
+            return outs
+        prev = self._inflight
+        self._inflight = self.runner.execute_async(sched, prev)
+        self.scheduler.update_provisional(sched)
+        outs = self._resolve(prev)
+        if not self.groups:  # everything finished: the step in flight holds only dropped rows
+            self._drain()
+        return outs
+
+    def _drain(self) -> list[RequestOutput]:
+        prev, self._inflight = self._inflight, None
+        return self._resolve(prev)
+
+    def _resolve(self, inflight) -> list[RequestOutput]:
+        if inflight is None:
+            return []
+        return self._postprocess(self.scheduler.resolve(inflight.out, inflight.wait()))
+
+    def _check_schedulable(self) -> None:
+        if self.groups and not self.scheduler.has_unfinished():
+            raise RuntimeError("engine has requests but nothing to schedule")
+        if self.scheduler.waiting and not self.scheduler.running:
+            req = self.scheduler.waiting[0]
+            raise RuntimeError(f"request {req.request_id} needs more KV blocks than the cache has "
+                               f"({self.kv.num_blocks} blocks of {self.kv.block_size} tokens)")
+
+    def _step_sync(self) -> list[RequestOutput]:
         if self.proposer is not None:
             self._propose()
         sched = self.scheduler.schedule()
@@ -123,12 +169,7 @@ class LLMEngine:
             for rid in sched.preempted:  # recomputed from scratch when readmitted: drop draft state
                 self.proposer.release(rid)
         if sched.is_empty:
-            if self.groups and not self.scheduler.has_unfinished():
-                raise RuntimeError("engine has requests but nothing to schedule")
-            if self.scheduler.waiting and not self.scheduler.running:
-                req = self.scheduler.waiting[0]
-                raise RuntimeError(f"request {req.request_id} needs more KV blocks than the cache has "
-                                   f"({self.kv.num_blocks} blocks of {self.kv.block_size} tokens)")
+            self._check_schedulable()
             return []
         sampled = self.runner.execute(sched)
         if self.runner.keep_hidden and hasattr(self.proposer, "observe_hidden"):  # MTP: the target's hidden states
@@ -164,7 +205,7 @@ class LLMEngine:
             if self.proposer is not None and req.last_spec is not None:
                 self.proposer.observe(req.request_id, *req.last_spec)
                 req.last_spec = None
-            for token in req.output_token_ids[detok.num_added:]:
+            for token in req.output_token_ids[detok.num_added:req.num_known_output_tokens]:
                 stop = detok.add(token)
                 if stop is not None:
                     self.scheduler.finish(req.request_id, RequestStatus.FINISHED_STOPPED, stop)
@@ -192,7 +233,7 @@ class LLMEngine:
         for i, (req, detok) in enumerate(zip(group.seqs, group.detoks)):
             done = req.status.finished
             comps.append(CompletionOutput(
-                index=i, text=detok.output_text(done), token_ids=list(req.output_token_ids),
+                index=i, text=detok.output_text(done), token_ids=req.output_token_ids[:req.num_known_output_tokens],
                 finish_reason=req.status.value if done else None, stop_reason=req.stop_reason,
                 logprobs=self._logprobs(req) if req.params.logprobs is not None else None))
         first = [r.first_token_time for r in group.seqs if r.first_token_time]

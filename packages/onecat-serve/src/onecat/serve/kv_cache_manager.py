@@ -148,7 +148,8 @@ class KVCacheManager:
         if self.enable_prefix_caching:
             # Every confirmed token scheduled now is written this step: register its full blocks.
             # Drafted tokens are not confirmed (they may be rejected) and are never registered.
-            confirmed = min(total, req.num_tokens)
+            # tokens whose values are still on the GPU (asynchronous scheduling) register later
+            confirmed = min(total, req.num_tokens - getattr(req, "num_placeholders", 0))
             hashes = self._hashes(req, confirmed)
             bs = self.block_size
             for i in range(confirmed // bs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from dataclasses import dataclass
 
 import torch
 
@@ -17,7 +18,8 @@ from onecat.models.loader import LoadedModel, load_model
 
 from .config import CacheConfig, EngineConfig
 from .cuda_graph import DecodeGraphs, GraphCaptureRefused
-from .sampler import SampleRow, sample, sample_with_drafts
+from .request import PLACEHOLDER
+from .sampler import SampleRow, sample, sample_on_device, sample_with_drafts
 from .scheduler import SchedulerOutput
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,21 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 def _lp(t):
     return t if t.logprob is not None else None
+
+
+@dataclass
+class InFlight:
+    """A launched step (asynchronous scheduling) whose sampled tokens are on their way to the host."""
+    out: SchedulerOutput
+    rows: list[str]  # request id of each sampled token, in order
+    tokens: torch.Tensor  # [len(rows)] int64 on the device: what the next step feeds
+    host: torch.Tensor  # their copy on the host (pinned on CUDA), complete once `event` is
+    event: object  # torch.cuda.Event, or None on the CPU
+
+    def wait(self) -> dict[str, int]:
+        if self.event is not None:
+            self.event.synchronize()
+        return dict(zip(self.rows, self.host.tolist()))
 
 
 class ModelRunner:
@@ -104,7 +121,8 @@ class ModelRunner:
         if self.config.model.enforce_eager:
             return None, "eager: model.enforce_eager is set"
         graphs = DecodeGraphs(self.model, self.kv_caches, self.device, self.block_size, self.max_model_len,
-                              pad_block=self.num_blocks, max_batch=self.config.scheduler.max_num_seqs)
+                              pad_block=self.num_blocks, max_batch=self.config.scheduler.max_num_seqs,
+                              host_buffers=2 if self.config.scheduler.async_scheduling else 1)
         try:
             graphs.capture()
         except GraphCaptureRefused as e:
@@ -149,9 +167,10 @@ class ModelRunner:
             query_start_loc_cpu=qsl, seq_lens_cpu=seq_lens,
             max_query_len=max_query_len, max_seq_len=max_seq_len)
 
-    def _forward(self, seqs: list[tuple[list[int], int, list[int]]], **model_kwargs):
+    def _forward(self, seqs: list[tuple[list[int], int, list[int]]], fed_from=None, **model_kwargs):
         """Feed each (token_ids, start_pos, block_ids) into its paged KV. Returns the final hidden
-        states [sum(len(token_ids)), H] and the query start locations."""
+        states [sum(len(token_ids)), H] and the query start locations. fed_from: (positions, src,
+        tokens): the flat input at positions[j] is tokens[src[j]] (asynchronous scheduling)."""
         ids, positions, slots, qsl, seq_lens, tables = [], [], [], [0], [], []
         bs = self.block_size
         for fed, start, block_ids in seqs:
@@ -164,7 +183,11 @@ class ModelRunner:
             seq_lens.append(start + n)
             tables.append(block_ids)
         md = self._metadata(qsl, seq_lens, tables, slots)
-        hidden = self.model.forward(torch.tensor(ids, dtype=torch.long, device=self.device),
+        ids_t = torch.tensor(ids, dtype=torch.long, device=self.device)
+        if fed_from is not None:
+            at, src, tokens = fed_from
+            ids_t[at] = tokens[src]
+        hidden = self.model.forward(ids_t,
                                     torch.tensor(positions, dtype=torch.long, device=self.device),
                                     self.kv_caches, md, **model_kwargs)
         return hidden, qsl
@@ -220,6 +243,50 @@ class ModelRunner:
                 toks = sample_with_drafts(rows, self.sample_row(req), s.draft_token_ids, probs)
                 result[req.request_id] = [(t.token_id, _lp(t)) for t in toks]
         return result
+
+    @torch.inference_mode()
+    def execute_async(self, out: SchedulerOutput, prev: InFlight | None) -> InFlight:
+        """Launch one step and return without waiting for it (asynchronous scheduling): inputs that
+        are placeholders take the tokens `prev` sampled on the device, this step's tokens are
+        sampled on the device (sampler.sample_on_device; every request's params value_free) and
+        copied to the host behind an event. No drafts, no hidden states kept."""
+        sched = out.scheduled
+        at, src = [], []
+        prev_row = {rid: i for i, rid in enumerate(prev.rows)} if prev is not None else {}
+        flat = 0
+        for s in sched:
+            for j, t in enumerate(s.token_ids):
+                if t == PLACEHOLDER:
+                    at.append(flat + j)
+                    src.append(prev_row[s.request.request_id])
+            flat += len(s.token_ids)
+        fed = None
+        if at:
+            idx = torch.tensor([at, src], dtype=torch.long).pin_memory() if self.device.type == "cuda" \
+                else torch.tensor([at, src], dtype=torch.long)
+            idx = idx.to(self.device, non_blocking=True)
+            fed = (idx[0], idx[1], prev.tokens)
+        sampling = [s for s in sched if s.sample]
+        if (self.graphs is not None and sched and len(sched) <= self.graphs.max_batch
+                and all(len(s.token_ids) == 1 and s.sample for s in sched)):
+            logits = self.graphs.run([(max(s.token_ids[0], 0), s.start_pos, s.block_ids) for s in sched], fed)
+        else:
+            hidden, qsl = self._forward([(s.token_ids, s.start_pos, s.block_ids) for s in sched], fed)
+            last = [qsl[i + 1] - 1 for i, s in enumerate(sched) if s.sample]
+            logits = self.model.compute_logits(hidden[torch.tensor(last, device=self.device)]) if last else None
+        rows = [s.request.request_id for s in sampling]
+        if not sampling:
+            tokens = torch.empty(0, dtype=torch.long, device=self.device)
+        else:
+            tokens = sample_on_device(logits, [self.sample_row(s.request) for s in sampling])
+        if self.device.type == "cuda":
+            host = torch.empty(len(rows), dtype=torch.long, pin_memory=True)
+            host.copy_(tokens, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+        else:
+            host, event = tokens.clone(), None
+        return InFlight(out, rows, tokens, host, event)
 
     def sample_row(self, req, with_generator: bool = True) -> SampleRow:
         """How this request samples; with_generator=False leaves its generator out (and unseeded),

@@ -21,6 +21,9 @@ class RequestStatus(enum.Enum):
         return self in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH, RequestStatus.FINISHED_ABORTED)
 
 
+PLACEHOLDER = -1  # a sampled token the host does not know yet (async scheduling): it lives on the GPU
+
+
 class Request:
     def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
                  max_tokens: int, eos_token_ids: frozenset[int] = frozenset(), arrival_time: float | None = None):
@@ -42,6 +45,7 @@ class Request:
         self.spec_token_ids: list[int] = []  # drafts proposed for the next step
         self.spec_probs = None  # their draft distribution [k, V], None for deterministic drafters
         self.last_spec: tuple[int, int] | None = None  # (drafts verified, accepted) in the last step
+        self.num_placeholders = 0  # trailing tokens sampled on the GPU whose values are not here yet
 
     @property
     def num_tokens(self) -> int:
@@ -62,6 +66,32 @@ class Request:
             self.output_logprobs.append(logprobs)
         if self.first_token_time is None:
             self.first_token_time = time.monotonic()
+
+    @property
+    def num_known_output_tokens(self) -> int:
+        return len(self.output_token_ids) - self.num_placeholders
+
+    def append_placeholder(self) -> None:
+        """A token sampled on the GPU this step; its value arrives with resolve_placeholder."""
+        self.output_token_ids.append(PLACEHOLDER)
+        self.all_token_ids.append(PLACEHOLDER)
+        self.num_placeholders += 1
+
+    def resolve_placeholder(self, token_id: int) -> None:
+        """The oldest placeholder's value."""
+        k = self.num_placeholders
+        self.output_token_ids[-k] = token_id
+        self.all_token_ids[-k] = token_id
+        self.num_placeholders = k - 1
+        if self.first_token_time is None:
+            self.first_token_time = time.monotonic()
+
+    def drop_placeholders(self) -> None:
+        """Tokens a finished request had been scheduled to sample past its end: never emitted."""
+        if self.num_placeholders:
+            del self.output_token_ids[-self.num_placeholders:]
+            del self.all_token_ids[-self.num_placeholders:]
+            self.num_placeholders = 0
 
     def __repr__(self) -> str:
         return (f"Request({self.request_id!r}, prompt={self.num_prompt_tokens}, out={self.num_output_tokens}, "

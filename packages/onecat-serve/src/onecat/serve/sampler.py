@@ -144,6 +144,41 @@ def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
     return results
 
 
+def value_free(params) -> bool:
+    """Whether sampling for these params needs no earlier token's value (only their count): what
+    asynchronous scheduling needs, since the last token is still on the GPU when the next step is
+    prepared. Penalties read the values; logprobs go back to the host with each token."""
+    return (params.logprobs is None and params.prompt_logprobs is None and params.repetition_penalty == 1.0
+            and not params.frequency_penalty and not params.presence_penalty)
+
+
+def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tensor:
+    """`sample` without the copy to the host: token ids [B] (int64) on the logits' device, the same
+    ids `sample` returns, for rows whose params are value_free (the min_tokens ban only counts)."""
+    ids = torch.empty(len(rows), dtype=torch.int64, device=logits.device)
+    greedy = [i for i, row in enumerate(rows) if row.params.greedy]
+    if greedy:
+        plain = all(not _changes_logits(rows[i]) for i in greedy)
+        if plain:
+            x = logits if len(greedy) == len(rows) else logits[greedy]
+        else:
+            x = torch.stack([_penalized(logits[i], rows[i]) for i in greedy])
+        picked = torch.argmax(x, dim=-1)
+        if len(greedy) == len(rows):
+            ids = picked
+        else:
+            ids[greedy] = picked
+    drawn = [i for i, row in enumerate(rows) if not row.params.greedy]
+    if drawn:
+        sub = [rows[i] for i in drawn]
+        x = torch.stack([_penalized(logits[i], rows[i]) for i in drawn])
+        dev = x.device
+        seed = torch.tensor([r.seed for r in sub], dtype=torch.int64, device=dev)
+        step = torch.tensor([len(r.output_token_ids) for r in sub], dtype=torch.int64, device=dev)
+        ids[drawn] = ops.sample(x, *_filter_params(sub, dev), seed, step)
+    return ids
+
+
 def draft_chooser(row: SampleRow):
     """How a model drafter picks tokens for this request (onecat.spec's Chooser), processed as the
     target will be so that drafts match it well: greedy requests take the argmax of the penalized

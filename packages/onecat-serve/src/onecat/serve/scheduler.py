@@ -73,7 +73,7 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            if n <= 0:
+            if n <= 0 or (req.num_placeholders and self._length_reached(req)):  # done, its last token in flight
                 i += 1
                 continue
             k = self._num_drafts(req, n, budget)
@@ -172,16 +172,53 @@ class Scheduler:
                 self._free(req)
         return updated
 
+    # -- asynchronous scheduling: step n+1 is scheduled before step n's tokens reach the host -----
+    def update_provisional(self, out: SchedulerOutput) -> None:
+        """Right after launching `out`: advance computed tokens and give each sampling request a
+        placeholder for the token the GPU is drawing, so the next step can be scheduled now (it
+        feeds the placeholder, which the runner takes from the device)."""
+        for s in out.scheduled:
+            req = s.request
+            if req.status != RequestStatus.RUNNING:
+                continue
+            req.num_computed_tokens += len(s.token_ids)
+            if s.sample:
+                req.append_placeholder()
+
+    def resolve(self, out: SchedulerOutput, tokens: dict[str, int]) -> list[Request]:
+        """Step `out`'s sampled tokens have arrived: fill each request's oldest placeholder and apply
+        the token-level stops as update_from_output does. A request that stops here drops the
+        placeholders scheduled after it (never emitted; their KV slots are freed with it)."""
+        updated = []
+        for s in out.scheduled:
+            req = s.request
+            if not s.sample or req.num_placeholders == 0:  # finished meanwhile (stop, abort): dropped
+                continue
+            token = tokens[req.request_id]
+            req.resolve_placeholder(token)
+            updated.append(req)
+            if req.status.finished:
+                continue
+            self._check_token_stop(req, token)
+            if req.status.finished:
+                self._free(req)
+        return updated
+
+    def _length_reached(self, req: Request) -> bool:
+        return req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len
+
     def _check_token_stop(self, req: Request, token: int) -> None:
+        """Stops at `token`, the request's newest known token (placeholders after it not counted)."""
         p = req.params
-        if req.num_output_tokens >= p.min_tokens:
+        known_out = req.num_known_output_tokens
+        if known_out >= p.min_tokens:
             if token in p.stop_token_ids:
                 req.status, req.stop_reason = RequestStatus.FINISHED_STOPPED, token
                 return
             if not p.ignore_eos and token in req.eos_token_ids:
                 req.status = RequestStatus.FINISHED_STOPPED
                 return
-        if req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
+        if known_out >= req.max_tokens or req.num_tokens - req.num_placeholders >= self.max_model_len:
             req.status = RequestStatus.FINISHED_LENGTH
 
     def finish(self, request_id: str, status: RequestStatus, stop_reason=None) -> None:
@@ -193,6 +230,7 @@ class Scheduler:
         self._free(req)
 
     def _free(self, req: Request) -> None:
+        req.drop_placeholders()
         if req in self.running:
             self.running.remove(req)
         else:

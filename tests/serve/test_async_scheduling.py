@@ -1,0 +1,118 @@
+"""Asynchronous scheduling (scheduler.async_scheduling) on the real SmolLM2 GGUF (CPU): step n+1 is
+scheduled and launched before step n's tokens reach the host, and every output equals the
+synchronous engine's: greedy and seeded sampling, stops (token, EOS-like stop ids, strings, length),
+n > 1, chunked prefill mixed with decode, prefix caching, preemption, aborts. Steps whose requests
+need earlier values (logprobs, penalties) run synchronously."""
+
+from __future__ import annotations
+
+import pytest
+
+from onecat.serve.config import CacheConfig, EngineConfig, SchedulerConfig
+from onecat.serve.engine import LLMEngine
+from onecat.serve.model_runner import ModelRunner
+from onecat.serve.sampling_params import SamplingParams
+
+PROMPTS = ["The capital of France is", "Write a haiku about the sea.", "1, 2, 3, 4,", "Hello",
+           "The best way to learn Python is", "Dear Sir or Madam,"]
+
+
+def engine(llm, async_on: bool, **cache) -> LLMEngine:
+    cfg = EngineConfig(cache=CacheConfig(**cache),
+                       scheduler=SchedulerConfig(max_num_batched_tokens=48, async_scheduling=async_on))
+    return LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
+
+
+def run(eng: LLMEngine, prompts, params, abort_after: dict[str, int] | None = None):
+    """Outputs per request id: (token ids, text, finish reason); stream of intermediate outputs
+    checked to hold known tokens only."""
+    for i, p in enumerate(prompts):
+        eng.add_request(str(i), p, params)
+    done, steps = {}, 0
+    while eng.has_unfinished_requests():
+        steps += 1
+        for rid, at in (abort_after or {}).items():
+            if steps == at:
+                eng.abort_request(rid)
+        for out in eng.step():
+            for c in out.outputs:
+                assert -1 not in c.token_ids  # placeholders never leave the engine
+            if out.finished:
+                done[out.request_id] = [(c.token_ids, c.text, c.finish_reason) for c in out.outputs]
+    assert eng.kv.num_free_blocks == eng.kv.num_blocks and not eng.groups and eng._inflight is None
+    return done
+
+
+def both(llm, prompts, params, count_async: bool = True, **kw):
+    sync_eng, async_eng = engine(llm, False, **kw.get("cache", {})), engine(llm, True, **kw.get("cache", {}))
+    calls = []
+    launch = async_eng.runner.execute_async
+    async_eng.runner.execute_async = lambda *a: calls.append(1) or launch(*a)
+    a = run(sync_eng, prompts, params, kw.get("abort_after"))
+    b = run(async_eng, prompts, params, kw.get("abort_after"))
+    if count_async:
+        assert calls, "asynchronous scheduling never engaged"
+    return a, b, async_eng
+
+
+@pytest.mark.parametrize("params", [
+    SamplingParams(temperature=0, max_tokens=12, ignore_eos=True),
+    SamplingParams(temperature=0.8, top_p=0.9, top_k=40, seed=7, max_tokens=10),
+    SamplingParams(temperature=0, max_tokens=24, stop=["."]),
+    SamplingParams(temperature=0.7, n=2, seed=3, max_tokens=8, min_tokens=3),
+], ids=["greedy", "seeded", "stop-string", "n2-min-tokens"])
+def test_outputs_equal_the_synchronous_engine(llm, params):
+    a, b, _ = both(llm, PROMPTS, params)
+    assert a == b and len(a) == len(PROMPTS)
+
+
+def test_a_stop_token_drops_the_step_already_in_flight(llm):
+    greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    ref, _, _ = both(llm, PROMPTS[:1], greedy)
+    stop_at = ref["0"][0][0][4]  # the 5th token: the request is scheduled once more before the host sees it
+    params = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True, stop_token_ids=[stop_at])
+    a, b, _ = both(llm, PROMPTS[:1], params)
+    assert a == b and b["0"][0][2] == "stop" and len(b["0"][0][0]) <= 5
+
+
+def test_prefix_cache_and_preemption(llm):
+    params = SamplingParams(temperature=0, max_tokens=20, ignore_eos=True)
+    prompts = [PROMPTS[4] + " " + p for p in PROMPTS]  # a shared prefix
+    a, b, eng = both(llm, prompts, params, cache=dict(num_blocks=12, block_size=8))
+    assert a == b and eng.scheduler.num_preemptions > 0 and eng.kv.prefix_hits > 0
+
+
+def test_aborts_in_flight(llm):
+    params = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    a, b, _ = both(llm, PROMPTS, params, abort_after={"1": 3, "4": 6})
+    assert a == b and "1" not in b and "4" not in b and len(b) == len(PROMPTS) - 2
+
+
+def test_values_needed_run_synchronously(llm):
+    params = SamplingParams(temperature=0, max_tokens=8, logprobs=2, repetition_penalty=1.3)
+    eng = engine(llm, True)
+    calls = []
+    eng.runner.execute_async = lambda *a: calls.append(1)
+    out = run(eng, PROMPTS[:2], params)
+    assert not calls and len(out) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
+                                    SamplingParams(temperature=0.9, top_k=50, seed=11, max_tokens=24, ignore_eos=True)],
+                         ids=["greedy", "seeded"])
+def test_cuda_graphs_with_async_scheduling_change_no_token(smollm2_path, params):
+    """On the GPU the decode rows feed last step's tokens from the device into the graph's inputs:
+    tokens equal to the synchronous engine's, graphs on."""
+    from onecat.serve.config import ModelConfig
+    from onecat.serve.llm import LLM
+
+    outs = {}
+    for async_on in (False, True):
+        cfg = EngineConfig(model=ModelConfig(path=smollm2_path, device="cuda"),
+                           scheduler=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=64,
+                                                     async_scheduling=async_on))
+        llm = LLM(config=cfg, progress=False)
+        assert llm.engine.runner.graphs is not None, llm.engine.runner.graph_status
+        outs[async_on] = [o.outputs[0].token_ids for o in llm.generate(PROMPTS, params)]
+    assert outs[False] == outs[True]

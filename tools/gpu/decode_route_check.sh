@@ -11,6 +11,7 @@
 #   bash tools/gpu/decode_route_check.sh     # repo root; carry .whl and, to skip the ~260 s llama.cpp
 #                                            # build, .peers/llama-bin.tar.xz.* + .peers/llama.cpp/ONECAT_SOURCE
 # ROUTE_LIMIT_S (default 520): seconds for the whole script; the peers run gets what the rest leaves.
+# PEERS_ARGS: options for `onecat-bench peers` (e.g. "--onecat-async" for asynchronous scheduling).
 set -u; export PATH=$PATH:/usr/local/cuda/bin
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-decode-route}; mkdir -p "$OUT"
@@ -28,10 +29,10 @@ el "tests: attention"
 timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_attention_gpu.py >> $L 2>&1; rc=$?
 echo "rc=$rc$([ $rc -ne 0 ] && echo ' ATTENTION FAILED: the figures below are not valid')" >> $L
 export ONECAT_DISABLED_PROVIDERS=${DIS#,}; echo "disabled: '$ONECAT_DISABLED_PROVIDERS'" >> $L
-el "tests: serve graphs"
-timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/serve/test_cuda_graph.py >> $L 2>&1
+el "tests: serve graphs, async scheduling"
+timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/serve/test_cuda_graph.py tests/serve/test_async_scheduling.py >> $L 2>&1
 el peers
-PEERS_LIMIT_S=$(( $(left) - 100 )) OUT=$OUT bash tools/gpu/peers_check.sh > /dev/null 2>&1
+PEERS_LIMIT_S=$(( $(left) - 100 )) OUT=$OUT bash tools/gpu/peers_check.sh ${PEERS_ARGS:-} > /dev/null 2>&1
 [ -n "${GEMM_TABLE:-}" ] && { el "gemm table"; timeout 45 python3 tools/gpu/gemm_bench.py --no-variants >> $L 2>&1; }
 el "timeline smollm2"
 timeout 35 python3 tools/ncu/target.py --model /tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf --batch 1 --context 512 --timed 20 --timeline 3 --profiled 0 2>&1 | grep -v Warn >> $L

@@ -135,7 +135,8 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
         elif eng == "onecat" and p:
             route = ", ".join(f"{k}={v}" for k, v in sorted((p.get("route") or {}).items()))
             peers[eng] = (f"onecat engine (LLM offline API), compute "
-                          f"{p.get('compute_dtype')}, KV {p.get('kv_dtype')}, {p.get('graph_mode')}, prefix cache "
+                          f"{p.get('compute_dtype')}, KV {p.get('kv_dtype')}, {p.get('graph_mode')}, "
+                          f"{'asynchronous' if p.get('async_scheduling') else 'synchronous'} scheduling, prefix cache "
                           f"off; route: {route}")
     out += [f"- {v}" for _, v in sorted(peers.items())]
     if files:

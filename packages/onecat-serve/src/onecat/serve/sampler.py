@@ -117,6 +117,17 @@ def _plain_greedy(row: SampleRow) -> bool:
     return row.params.greedy and row.params.logprobs is None and not _changes_logits(row)
 
 
+def _draw(logits: torch.Tensor, rows: list[SampleRow], drawn: list[int]) -> torch.Tensor:
+    """Token ids (device) of the sampled rows `drawn`: one `sample` op over their penalized logits,
+    keyed by (seed, number of tokens out)."""
+    sub = [rows[i] for i in drawn]
+    x = torch.stack([_penalized(logits[i], rows[i]) for i in drawn])
+    dev = x.device
+    seed = torch.tensor([r.seed for r in sub], dtype=torch.int64, device=dev)
+    step = torch.tensor([len(r.output_token_ids) for r in sub], dtype=torch.int64, device=dev)
+    return ops.sample(x, *_filter_params(sub, dev), seed, step)
+
+
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
     """logits [B, V] float32, one row per request that samples this step. Plain greedy rows
     (see _plain_greedy) take one batched argmax; sampled rows one `sample` op over the penalized
@@ -129,12 +140,7 @@ def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
             ids[i] = t
     drawn = [i for i, row in enumerate(rows) if not row.params.greedy]
     if drawn:
-        sub = [rows[i] for i in drawn]
-        x = torch.stack([_penalized(logits[i], rows[i]) for i in drawn])
-        dev = x.device
-        seed = torch.tensor([r.seed for r in sub], dtype=torch.int64, device=dev)
-        step = torch.tensor([len(r.output_token_ids) for r in sub], dtype=torch.int64, device=dev)
-        for i, t in zip(drawn, ops.sample(x, *_filter_params(sub, dev), seed, step).tolist()):
+        for i, t in zip(drawn, _draw(logits, rows, drawn).tolist()):
             ids[i] = t
     results = []
     for i, row in enumerate(rows):
@@ -170,12 +176,7 @@ def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tenso
             ids[greedy] = picked
     drawn = [i for i, row in enumerate(rows) if not row.params.greedy]
     if drawn:
-        sub = [rows[i] for i in drawn]
-        x = torch.stack([_penalized(logits[i], rows[i]) for i in drawn])
-        dev = x.device
-        seed = torch.tensor([r.seed for r in sub], dtype=torch.int64, device=dev)
-        step = torch.tensor([len(r.output_token_ids) for r in sub], dtype=torch.int64, device=dev)
-        ids[drawn] = ops.sample(x, *_filter_params(sub, dev), seed, step)
+        ids[drawn] = _draw(logits, rows, drawn)
     return ids
 
 

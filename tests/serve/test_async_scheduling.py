@@ -97,6 +97,28 @@ def test_values_needed_run_synchronously(llm):
     assert not calls and len(out) == 2
 
 
+def test_the_server_answers_and_streams_the_same(serve_app):
+    """Through the OpenAI server (its engine loop, streaming): the same text with async on and off."""
+    import openai
+
+    from onecat.serve.api_server import build_app
+    from onecat.serve.async_llm import AsyncLLM
+    from onecat.serve.config import ServerConfig
+
+    outs = {}
+    for async_on in (False, True):
+        llm = AsyncLLM.from_config(EngineConfig(scheduler=SchedulerConfig(async_scheduling=async_on)), progress=False)
+        with serve_app(build_app(llm, ServerConfig())) as srv:
+            client = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+            args = dict(model=llm.model_name, messages=[{"role": "user", "content": "What is the capital of France?"}],
+                        temperature=0, max_tokens=24)
+            full = client.chat.completions.create(**args).choices[0].message.content
+            streamed = "".join(c.choices[0].delta.content or ""
+                               for c in client.chat.completions.create(stream=True, **args) if c.choices)
+        outs[async_on] = (full, streamed)
+    assert outs[True] == outs[False] and outs[True][0] == outs[True][1] and "Paris" in outs[True][0]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", [SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
                                     SamplingParams(temperature=0.9, top_k=50, seed=11, max_tokens=24, ignore_eos=True)],

@@ -4,9 +4,8 @@
 # rest of the call, and the log says so; attention has no alternative
 # and is only flagged), the peers report (tools/gpu/peers_check.sh: llama.cpp, HF transformers
 # and onecat on the same GGUF files; G1-G3 stated), the packed-GEMM table (with GEMM_TABLE=1),
-# the batch-64 bench workload step by step (tools/gpu/engine_steps.py), torch.profiler timelines of
-# graphed smollm2 (its GGUF) and llama3-8b (generated Q4_0) decode steps and, time left, an ncu
-# kernel table of one. Everything lands under $OUT:
+# torch.profiler timelines of graphed smollm2 (its GGUF) and llama3-8b (generated Q4_0) decode
+# steps and, time left, an ncu kernel table of one. The A/B experiments are tools/gpu/decode_ab.sh. Everything lands under $OUT:
 # final.log, check.log, peers/ (at most 8 files, as the device tool brings back).
 #
 #   bash tools/gpu/decode_route_check.sh     # repo root; carry .whl and, to skip the ~260 s llama.cpp
@@ -33,10 +32,8 @@ export ONECAT_DISABLED_PROVIDERS=${DIS#,}; echo "disabled: '$ONECAT_DISABLED_PRO
 el "tests: serve graphs, async scheduling"
 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/serve/test_cuda_graph.py tests/serve/test_async_scheduling.py >> $L 2>&1
 el peers
-PEERS_LIMIT_S=$(( $(left) - 190 )) OUT=$OUT bash tools/gpu/peers_check.sh ${PEERS_ARGS:-} > /dev/null 2>&1
+PEERS_LIMIT_S=$(( $(left) - 100 )) OUT=$OUT bash tools/gpu/peers_check.sh ${PEERS_ARGS:-} > /dev/null 2>&1
 [ -n "${GEMM_TABLE:-}" ] && { el "gemm table"; timeout 45 python3 tools/gpu/gemm_bench.py --no-variants >> $L 2>&1; }
-el "engine steps llama3-8b Q4_0, batch 64 (the bench's workload, step by step)"
-timeout 90 python3 tools/gpu/engine_steps.py --model /tmp/onecat-peers-gguf/llama3-8b.Q4_0.gguf --batch 64 >> $L 2>&1
 el "timeline smollm2"
 timeout 35 python3 tools/ncu/target.py --model /tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf --batch 1 --context 512 --timed 20 --timeline 3 --profiled 0 2>&1 | grep -v Warn >> $L
 el "timeline llama3-8b (generated Q4_0)"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The decode experiments session 4 left open, in one call (~4-5 min): each prints CUDA-event step
+# medians or the bench's own rate, so the next change is decided by a measurement.
+#  1. fused projections on llama3-8b (generated q4_0 / q4_k): epilogue GEMV as admitted, forced for
+#     every format, and off (ONECAT_DISABLED_PROVIDERS): why the Q4_K_M route measured slower;
+#  2. asynchronous scheduling: tools/gpu/engine_steps.py, synchronous vs asynchronous, on the
+#     smollm2 Q4_1 file at batch 1 and the 8B Q4_0 file at batch 64 (the bench's workload, step by
+#     step: where batch 64's 28 ms per step goes while the graphed step is 11.5 ms).
+#   bash tools/gpu/decode_ab.sh       # repo root; carry .whl
+set -u; cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/onecat-decode-ab}; mkdir -p "$OUT"; L=$OUT/ab.log
+python3 -m zipfile -e .whl/gguf-0.19.0-py3-none-any.whl /tmp/site
+export PYTHONPATH=$(ls -d $PWD/packages/*/src | paste -sd:):/tmp/site ONECAT_CACHE_DIR=/tmp/onecat-cache PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo "== $1 ($(( $(date +%s)-T0 )) s)" >> $L; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader >> $L
+el "fused projections A/B: llama3-8b generated weights, batch 1, context 512, graphs"
+for w in q4_0 q4_k; do for v in admitted forced off; do
+  echo "-- $w, epilogue GEMV $v" >> $L
+  ONECAT_DISABLED_PROVIDERS=$([ $v = off ] && echo cuda_gemv_epilogue) timeout 60 python3 -c "
+import runpy, sys
+from onecat.kernels import linear_fused_ops as F
+if '$v' == 'forced': F.EPILOGUE_FORMATS = tuple(F.EPILOGUE_SHAPES)
+sys.argv = ['target.py', '--shape', 'llama3-8b', '--weights', '$w', '--batch', '1', '--context', '512', '--timed', '20', '--profiled', '0']
+runpy.run_path('tools/ncu/target.py', run_name='__main__')" 2>&1 | grep "decode step" >> $L
+done; done
+el "GGUF files"
+timeout 60 python3 -m onecat.bench.cli peers --out $OUT/peers --synth-only --configs smollm2-135m:Q4_1 llama3-8b:Q4_0 > /dev/null 2>&1
+G=/tmp/onecat-peers-gguf
+for a in "" --async-scheduling; do
+  el "engine steps smollm2 Q4_1 batch 1 ${a:-sync}"
+  timeout 60 python3 tools/gpu/engine_steps.py --model $G/smollm2-135m.Q4_1.gguf --batch 1 $a >> $L 2>&1
+  el "engine steps llama3-8b Q4_0 batch 64 ${a:-sync}"
+  timeout 100 python3 tools/gpu/engine_steps.py --model $G/llama3-8b.Q4_0.gguf --batch 64 $a >> $L 2>&1
+done
+el done
+cat $L

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from onecat.serve.config import CacheConfig, EngineConfig, SchedulerConfig
+from onecat.serve.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
 from onecat.serve.engine import LLMEngine
 from onecat.serve.model_runner import ModelRunner
 from onecat.serve.sampling_params import SamplingParams
@@ -17,8 +17,8 @@ PROMPTS = ["The capital of France is", "Write a haiku about the sea.", "1, 2, 3,
            "The best way to learn Python is", "Dear Sir or Madam,"]
 
 
-def engine(llm, async_on: bool, **cache) -> LLMEngine:
-    cfg = EngineConfig(cache=CacheConfig(**cache),
+def engine(llm, async_on: bool, max_model_len: int | None = None, **cache) -> LLMEngine:
+    cfg = EngineConfig(model=ModelConfig(max_model_len=max_model_len), cache=CacheConfig(**cache),
                        scheduler=SchedulerConfig(max_num_batched_tokens=48, async_scheduling=async_on))
     return LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
 
@@ -44,7 +44,7 @@ def run(eng: LLMEngine, prompts, params, abort_after: dict[str, int] | None = No
 
 
 def both(llm, prompts, params, count_async: bool = True, **kw):
-    sync_eng, async_eng = engine(llm, False, **kw.get("cache", {})), engine(llm, True, **kw.get("cache", {}))
+    sync_eng, async_eng = (engine(llm, flag, kw.get("max_model_len"), **kw.get("cache", {})) for flag in (False, True))
     calls = []
     launch = async_eng.runner.execute_async
     async_eng.runner.execute_async = lambda *a: calls.append(1) or launch(*a)
@@ -80,6 +80,12 @@ def test_prefix_cache_and_preemption(llm):
     prompts = [PROMPTS[4] + " " + p for p in PROMPTS]  # a shared prefix
     a, b, eng = both(llm, prompts, params, cache=dict(num_blocks=12, block_size=8))
     assert a == b and eng.scheduler.num_preemptions > 0 and eng.kv.prefix_hits > 0
+
+
+def test_the_context_length_stops_as_synchronously(llm):
+    params = SamplingParams(temperature=0, max_tokens=None, ignore_eos=True)  # up to the context
+    a, b, _ = both(llm, PROMPTS, params, max_model_len=24)
+    assert a == b and all(c[0][2] == "length" for c in b.values())
 
 
 def test_aborts_in_flight(llm):

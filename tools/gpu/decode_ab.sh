@@ -5,7 +5,9 @@
 #     every format, and off (ONECAT_DISABLED_PROVIDERS): why the Q4_K_M route measured slower;
 #  2. asynchronous scheduling: tools/gpu/engine_steps.py, synchronous vs asynchronous, on the
 #     smollm2 Q4_1 file at batch 1 and the 8B Q4_0 file at batch 64 (the bench's workload, step by
-#     step: where batch 64's 28 ms per step goes while the graphed step is 11.5 ms).
+#     step: where batch 64's 28 ms per step goes while the graphed step is 11.5 ms);
+#  3. Nsight Compute sections of the 8B down-projection GEMV (~50% of copy): throughput, memory,
+#     occupancy and warp stall reasons, to choose between more parallelism and fewer stalls.
 #   bash tools/gpu/decode_ab.sh       # repo root; carry .whl
 set -u; cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-decode-ab}; mkdir -p "$OUT"; L=$OUT/ab.log
@@ -32,5 +34,18 @@ for a in "" --async-scheduling; do
   el "engine steps llama3-8b Q4_0 batch 64 ${a:-sync}"
   timeout 100 python3 tools/gpu/engine_steps.py --model $G/llama3-8b.Q4_0.gguf --batch 64 $a >> $L 2>&1
 done
+el "ncu: the llama3-8b down GEMV (4096 x 14336, q4_0, M = 1; ~50% of copy): what limits it"
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+timeout 120 $NCU --clock-control none --launch-skip 2 --launch-count 1 -k regex:gemv_r_ \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+  --section LaunchStats python3 -c "
+import torch
+from onecat.kernels import ops
+from onecat.kernels.bench import packed_gpu
+g = torch.Generator('cuda').manual_seed(0)
+w = packed_gpu(4096, 14336, 'q4_0', g)
+x = torch.randn(1, 14336, device='cuda', generator=g).half()
+for _ in range(4): ops.linear(x, w)
+torch.cuda.synchronize()" 2>&1 | grep -vE "^==PROF==|^$" | head -120 >> $L
 el done
 cat $L

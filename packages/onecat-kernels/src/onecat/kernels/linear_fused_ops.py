@@ -19,7 +19,7 @@ import functools
 import torch
 
 from . import cuda_ops
-from .cuda_ops import _PACKED_NAMES, _aligned, _common, _empty, _need, _ptr, available, gemv_m1_rows_per_block, gemv_m1_shape
+from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_rows_per_block, gemv_m1_shape
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS

@@ -130,12 +130,18 @@ class ModelRunner:
             return None, f"eager: {e}"
         return graphs, f"CUDA graphs for decode batches {graphs.buckets}"
 
+    def _graph_step(self, out: SchedulerOutput) -> bool:
+        """Whether a captured graph runs this step: plain decode (one token per request, each
+        sampling, no drafts) within the largest bucket, and no hidden states to keep."""
+        sched = out.scheduled
+        return (self.graphs is not None and not self.keep_hidden and bool(sched) and len(sched) <= self.graphs.max_batch
+                and all(len(s.token_ids) == 1 and not s.draft_token_ids and s.sample for s in sched))
+
     def _decode_by_graph(self, out: SchedulerOutput) -> dict[str, list[tuple[int, object]]] | None:
         """A plain decode step (one token per request, no drafts) replayed from a graph, else None."""
-        sched = out.scheduled
-        if (self.graphs is None or self.keep_hidden or not sched or len(sched) > self.graphs.max_batch
-                or any(len(s.token_ids) != 1 or s.draft_token_ids or not s.sample for s in sched)):
+        if not self._graph_step(out):
             return None
+        sched = out.scheduled
         logits = self.graphs.run([(s.token_ids[0], s.start_pos, s.block_ids) for s in sched])
         toks = sample(logits, [self.sample_row(s.request) for s in sched])
         return {s.request.request_id: [(t.token_id, _lp(t))] for s, t in zip(sched, toks)}
@@ -262,13 +268,11 @@ class ModelRunner:
             flat += len(s.token_ids)
         fed = None
         if at:
-            idx = torch.tensor([at, src], dtype=torch.long).pin_memory() if self.device.type == "cuda" \
-                else torch.tensor([at, src], dtype=torch.long)
+            idx = torch.tensor([at, src], dtype=torch.long, pin_memory=self.device.type == "cuda")
             idx = idx.to(self.device, non_blocking=True)
             fed = (idx[0], idx[1], prev.tokens)
         sampling = [s for s in sched if s.sample]
-        if (self.graphs is not None and sched and len(sched) <= self.graphs.max_batch
-                and all(len(s.token_ids) == 1 and s.sample for s in sched)):
+        if self._graph_step(out):
             logits = self.graphs.run([(max(s.token_ids[0], 0), s.start_pos, s.block_ids) for s in sched], fed)
         else:
             hidden, qsl = self._forward([(s.token_ids, s.start_pos, s.block_ids) for s in sched], fed)

@@ -73,7 +73,7 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            if n <= 0 or (req.num_placeholders and self._length_reached(req)):  # done, its last token in flight
+            if n <= 0 or (req.num_placeholders and self._length_reached(req, 0)):  # done, its last token in flight
                 i += 1
                 continue
             k = self._num_drafts(req, n, budget)
@@ -195,30 +195,28 @@ class Scheduler:
             if not s.sample or req.num_placeholders == 0:  # finished meanwhile (stop, abort): dropped
                 continue
             token = tokens[req.request_id]
-            req.resolve_placeholder(token)
+            req.resolve_placeholder(token)  # (a finished request has none left: _free dropped them)
             updated.append(req)
-            if req.status.finished:
-                continue
             self._check_token_stop(req, token)
             if req.status.finished:
                 self._free(req)
         return updated
 
-    def _length_reached(self, req: Request) -> bool:
-        return req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len
+    def _length_reached(self, req: Request, pending: int) -> bool:
+        """max_tokens or the context reached, not counting the last `pending` tokens."""
+        return req.num_output_tokens - pending >= req.max_tokens or req.num_tokens - pending >= self.max_model_len
 
     def _check_token_stop(self, req: Request, token: int) -> None:
         """Stops at `token`, the request's newest known token (placeholders after it not counted)."""
         p = req.params
-        known_out = req.num_known_output_tokens
-        if known_out >= p.min_tokens:
+        if req.num_known_output_tokens >= p.min_tokens:
             if token in p.stop_token_ids:
                 req.status, req.stop_reason = RequestStatus.FINISHED_STOPPED, token
                 return
             if not p.ignore_eos and token in req.eos_token_ids:
                 req.status = RequestStatus.FINISHED_STOPPED
                 return
-        if known_out >= req.max_tokens or req.num_tokens - req.num_placeholders >= self.max_model_len:
+        if self._length_reached(req, req.num_placeholders):
             req.status = RequestStatus.FINISHED_LENGTH
 
     def finish(self, request_id: str, status: RequestStatus, stop_reason=None) -> None:

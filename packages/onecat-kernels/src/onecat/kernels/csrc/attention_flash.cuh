@@ -366,12 +366,11 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
 
 #define FLASH_ENTRY(NAME, D, KV, WR, WK, WD, NK)                                                         \
   extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
-      NAME(__half* out, float* part_o, float* part_ml, const __half* q,                                   \
-           const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
-           const int* qsl, i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift,            \
-           int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale, float soft_cap,   \
-           float v_mul) {                                                                                 \
-    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,   \
+      NAME(__half* out, float* part_o, float* part_ml, const __half* q, const unsigned char* kc,           \
+           const unsigned char* vc, const int* block_tables, const int* seq_lens, const int* qsl,         \
+           i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift, int bt_stride, int window, \
+           int nparts, int part, int nchunks, float qk_scale, float soft_cap, float v_mul) {              \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
                       qk_scale, soft_cap, v_mul};                                                         \
     flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \

@@ -11,10 +11,10 @@
 #   bash tools/gpu/decode_ab.sh       # repo root; carry .whl
 set -u; cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-decode-ab}; mkdir -p "$OUT"; L=$OUT/ab.log
-python3 -m zipfile -e .whl/gguf-0.19.0-py3-none-any.whl /tmp/site
-export PYTHONPATH=$(ls -d $PWD/packages/*/src | paste -sd:):/tmp/site ONECAT_CACHE_DIR=/tmp/onecat-cache PYTHONUNBUFFERED=1
+. tools/gpu/common.sh
+gpu_env /tmp/site /tmp/onecat-cache
 T0=$(date +%s); el() { echo "== $1 ($(( $(date +%s)-T0 )) s)" >> $L; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader >> $L
+machine_info >> $L 2>&1 || exit 2
 el "fused projections A/B: llama3-8b generated weights, batch 1, context 512, graphs"
 for w in q4_0 q4_k; do for v in admitted forced off; do
   echo "-- $w, epilogue GEMV $v" >> $L

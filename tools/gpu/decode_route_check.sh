@@ -18,9 +18,9 @@ OUT=${OUT:-/tmp/onecat-decode-route}; mkdir -p "$OUT"
 LIMIT=${ROUTE_LIMIT_S:-520}; T0=$(date +%s); L=$OUT/final.log
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 el() { echo "== $1 ($(( $(date +%s)-T0 )) s, $(left) s left)" >> $L; }
-python3 -m zipfile -e .whl/gguf-0.19.0-py3-none-any.whl /tmp/site
-python3 -c "import pytest" 2>/dev/null || for w in .whl/pytest-*.whl .whl/pluggy-*.whl .whl/iniconfig-*.whl .whl/packaging-*.whl .whl/pygments-*.whl; do python3 -m zipfile -e $w /tmp/site; done
-export PYTHONPATH=$(ls -d $PWD/packages/*/src | paste -sd:):/tmp/site ONECAT_CACHE_DIR=/tmp/onecat-cache PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+. tools/gpu/common.sh
+gpu_env /tmp/site /tmp/onecat-cache
+export TOKENIZERS_PARALLELISM=false
 DIS=""
 el "tests: fused projections, rms_norm"
 timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_gpu_kernels.py -k "linear_silu or linear_add or rms_norm" >> $L 2>&1; rc=$?

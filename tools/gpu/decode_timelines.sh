@@ -5,9 +5,9 @@
 #   bash tools/gpu/decode_timelines.sh        # repo root; carry .whl
 set -u; cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-timelines}; mkdir -p "$OUT"; L=$OUT/timelines.log
-python3 -m zipfile -e .whl/gguf-0.19.0-py3-none-any.whl /tmp/site
-export PYTHONPATH=$(ls -d $PWD/packages/*/src | paste -sd:):/tmp/site ONECAT_CACHE_DIR=/tmp/onecat-cache PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader >> $L
+. tools/gpu/common.sh
+gpu_env /tmp/site /tmp/onecat-cache
+machine_info >> $L 2>&1 || exit 2
 run() { echo "== $*" >> $L; timeout ${T:-90} python3 tools/ncu/target.py --timed 10 --profiled 0 "$@" 2>&1 | grep -v Warn >> $L; }
 for b in ${BATCHES:-1 64 32}; do run --shape llama3-8b --weights q4_0 --batch $b --context 512 --timeline 2; done
 run --shape smollm2-135m --weights q4_0 --batch 1 --context 512 --timeline 2

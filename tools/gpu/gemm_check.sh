@@ -9,18 +9,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-gemm-check}
 PY=${PYTHON:-python3}
-SITE=/tmp/onecat-gemm-site
-mkdir -p "$OUT" "$SITE"
-export ONECAT_CACHE_DIR=/tmp/onecat-gemm-cache PYTHONUNBUFFERED=1
-export PYTHONPATH="$(ls -d "$PWD"/packages/*/src | tr '\n' ':')$SITE${PYTHONPATH:+:$PYTHONPATH}"
-if ! $PY -c "import gguf" 2>/dev/null; then  # not needed by these kernels; kept like the other checks
-  w=$(ls .whl/gguf-*.whl 2>/dev/null | head -1)
-  [ -n "$w" ] && $PY -m zipfile -e "$w" "$SITE" && echo "gguf from $w"
-fi
+mkdir -p "$OUT"
+. tools/gpu/common.sh
+gpu_env /tmp/onecat-gemm-site /tmp/onecat-gemm-cache
 echo "== machine"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv || true
-$PY -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 2
-$PY -c "from onecat.kernels import build; [print(t.describe()) for t in build.toolchains()]"
+machine_info $PY || exit 2
 echo "== compile gemm_packed.cu for this GPU"
 $PY -m onecat.kernels sources --source gemm_packed.cu 2>&1 | tee "$OUT/resources.txt"
 echo "== GPU tests (packed GEMM)"

@@ -9,12 +9,10 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-gemv-check}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-export ONECAT_CACHE_DIR=/tmp/onecat-gemv-cache PYTHONUNBUFFERED=1
-export PYTHONPATH="$(ls -d "$PWD"/packages/*/src | tr '\n' ':')${PYTHONPATH:-}"
+. tools/gpu/common.sh
+gpu_env /tmp/onecat-gemv-site /tmp/onecat-gemv-cache
 echo "== machine"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu --format=csv || true
-$PY -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.cuda.get_device_name(0))" || exit 2
-$PY -c "from onecat.kernels import build; [print(t.describe()) for t in build.toolchains()]"
+machine_info $PY || exit 2
 echo "== compile gemv_packed.cu for this GPU"
 $PY -m onecat.kernels sources --source gemv_packed.cu 2>&1 | tee "$OUT/resources.txt"
 echo "== GPU tests (linear)"

@@ -157,6 +157,23 @@ def test_reshape_and_cache_fp8_bit_exact(kv):
     assert torch.equal(vc.view(torch.uint8), vr.view(torch.uint8))
 
 
+def test_mixed_step_through_the_op():
+    """A mixed step as the scheduler builds it (decode rows, then prompt chunks) through
+    ops.paged_attention: decode rows on the decode route, prompts on the prefill route, against the
+    FP32 reference for the whole batch."""
+    gen = torch.Generator().manual_seed(SEED)
+    q_lens, seq_lens, hq, hk, d, bs = [1] * 12 + [300, 77], [700 + 37 * i for i in range(12)] + [300, 1077], 32, 8, 128, 16
+    nb = sum(-(-s // bs) for s in seq_lens) + 3
+    md = paged_metadata(q_lens, seq_lens, bs, nb, gen, "cuda")
+    q = torch.randn(sum(q_lens), hq, d, device="cuda").half()
+    kc, vc = torch.randn(nb, bs, hk, d, device="cuda").half(), torch.randn(nb, bs, hk, d, device="cuda").half()
+    with cuda_ops.poison_outputs():
+        got = ops.paged_attention(q, kc, vc, md, 0.1)
+    want = ref.paged_attention(q.float(), kc.float(), vc.float(), md, 0.1)
+    err = float((got.double() - want.double()).norm() / want.double().norm())
+    assert err <= TOL, f"seed={SEED}: rel err {err:.3g}"
+
+
 def test_dispatch_and_graph_replay():
     gen = torch.Generator().manual_seed(SEED)
     q_lens, seq_lens, hq, hk, d, bs, nb = [1] * 4, [9000, 123, 4097, 1], 32, 8, 128, 16, 1200

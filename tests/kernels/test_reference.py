@@ -184,6 +184,31 @@ def test_paged_attention_vs_dense(q_lens, seq_lens, hq, hk, window, cap):
         torch.testing.assert_close(out[qs:qe], want, atol=2e-5, rtol=1e-4)
 
 
+def test_mixed_step_runs_decode_rows_and_prompts_as_two_problems(monkeypatch):
+    """ops.paged_attention splits a mixed step (decode/verify rows ahead of prompt chunks) into a
+    decode problem and a prefill problem; the outputs are the one-batch reference's, row for row."""
+    gen = torch.Generator().manual_seed(3)
+    q_lens, seq_lens, hq, hk, d, bs, nb = [1, 3, 1, 40, 1, 25], [50, 20, 9, 40, 70, 33], 4, 2, 32, 8, 48
+    md = paged_metadata(q_lens, seq_lens, bs, nb, gen)
+    kc, vc = torch.randn(nb, bs, hk, d, generator=gen), torch.randn(nb, bs, hk, d, generator=gen)
+    q = torch.randn(sum(q_lens), hq, d, generator=gen)
+    seen = []
+    select = ops.registry.select
+    monkeypatch.setattr(ops.registry, "select", lambda p: seen.append((p.op, p.param("phase"))) or select(p))
+    got = ops.paged_attention(q, kc, vc, md, 0.2, None, 10.0)
+    assert seen == [("paged_attention", "verify"), ("paged_attention", "prefill")]
+    assert md.num_leading_decodes == 3
+    head, tail = md.split(3)
+    assert head.query_start_loc_cpu == [0, 1, 4, 5] and tail.query_start_loc_cpu == [0, 40, 41, 66]
+    assert tail.query_start_loc.tolist() == [0, 40, 41, 66] and tail.seq_lens.tolist() == [40, 70, 33]
+    assert (head.max_query_len, tail.max_query_len, tail.max_seq_len) == (3, 40, 70)
+    assert md.split(3) is md.split(3)  # made once per step, whatever the number of layers
+    torch.testing.assert_close(got, ref.paged_attention(q, kc, vc, md, 0.2, None, 10.0), rtol=0, atol=0)
+    seen.clear()
+    ops.paged_attention(q[5:], kc, vc, tail, 0.2)  # a prompt first: one problem, as before
+    assert seen == [("paged_attention", "prefill")]
+
+
 def test_reshape_and_cache_slots_and_padding():
     kc, vc = torch.zeros(3, 4, 2, 8), torch.zeros(3, 4, 2, 8)
     key, value = torch.randn(3, 2, 8), torch.randn(3, 2, 8)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
+
+DECODE_MAX_QUERY = 16  # new tokens per request the decode/verify tiles take; more is prefill
 
 
 def batch_bucket(n: int) -> int:
@@ -35,6 +37,7 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]
     max_query_len: int
     max_seq_len: int
+    _split: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_requests(self) -> int:
@@ -43,3 +46,31 @@ class AttentionMetadata:
     @property
     def is_pure_decode(self) -> bool:
         return self.max_query_len == 1
+
+    @property
+    def num_leading_decodes(self) -> int:
+        """Requests at the head of the batch with at most DECODE_MAX_QUERY new tokens (the
+        scheduler puts running requests, which decode, before newly admitted prompts)."""
+        q = self.query_start_loc_cpu
+        n = 0
+        while n < self.num_requests and q[n + 1] - q[n] <= DECODE_MAX_QUERY:
+            n += 1
+        return n
+
+    def split(self, n: int) -> tuple[AttentionMetadata, AttentionMetadata]:
+        """(the first n requests, the rest) as two batches of their own; the rest's query rows
+        start at 0. Made once per step (every layer's attention asks for the same split)."""
+        if n not in self._split:
+            q, lens, r = self.query_start_loc_cpu, self.seq_lens_cpu, self.query_start_loc_cpu[n]
+            head = replace(self, query_start_loc=self.query_start_loc[:n + 1], seq_lens=self.seq_lens[:n],
+                           block_tables=self.block_tables[:n], slot_mapping=self.slot_mapping[:r],
+                           query_start_loc_cpu=q[:n + 1], seq_lens_cpu=lens[:n],
+                           max_query_len=max(b - a for a, b in zip(q[:n], q[1:n + 1])),
+                           max_seq_len=max(lens[:n]), _split={})
+            tail = replace(self, query_start_loc=self.query_start_loc[n:] - r, seq_lens=self.seq_lens[n:],
+                           block_tables=self.block_tables[n:], slot_mapping=self.slot_mapping[r:],
+                           query_start_loc_cpu=[x - r for x in q[n:]], seq_lens_cpu=lens[n:],
+                           max_query_len=max(b - a for a, b in zip(q[n:], q[n + 1:])),
+                           max_seq_len=max(lens[n:]), _split={})
+            self._split[n] = head, tail
+        return self._split[n]

@@ -14,7 +14,7 @@ import torch
 from . import inputs
 from . import reference as ref
 from . import sampling_ops
-from .attention_metadata import AttentionMetadata
+from .attention_metadata import DECODE_MAX_QUERY, AttentionMetadata
 from .registry import OpSpec, Problem, registry
 
 # ||out - ref|| / ||ref|| bounds per output; argmax must match exactly.
@@ -150,7 +150,7 @@ def _params_paged_attention(query, key_cache, value_cache, metadata, scale, slid
     return query, dict(head_dim=query.shape[-1], kv_dtype=_dt(key_cache),
                        gqa=query.shape[1] // key_cache.shape[2], sliding_window=bool(sliding_window),
                        soft_cap=bool(logit_soft_cap), block_size=key_cache.shape[1],
-                       phase="decode" if mq <= 1 else "verify" if mq <= 16 else "prefill",
+                       phase="decode" if mq <= 1 else "verify" if mq <= DECODE_MAX_QUERY else "prefill",
                        layout_ok=query.dim() == 3 and query.stride(2) == 1 and query.stride(1) == query.shape[2]
                        and key_cache.is_contiguous() and value_cache.is_contiguous()
                        and value_cache.dtype == key_cache.dtype)
@@ -225,9 +225,22 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=
 
 def paged_attention(query, key_cache, value_cache, metadata: AttentionMetadata, scale,
                     sliding_window=None, logit_soft_cap=None, k_scale=1.0, v_scale=1.0):
+    """A mixed step (decode rows ahead of prompt chunks) runs as two problems: the decode rows on
+    the decode route (keys split across blocks), the prompts on the prefill route; one launch for
+    both would give each decode row a prefill tile, or a per-request loop where the prefill route
+    has one (torch SDPA)."""
     fp8 = (k_scale, v_scale) if ref.is_fp8(key_cache) else ()  # scales reach providers for FP8 caches only
-    return _dispatch("paged_attention", query, key_cache, value_cache, metadata, scale,
-                     sliding_window, logit_soft_cap, *fp8)
+    n = metadata.num_leading_decodes if metadata.max_query_len > DECODE_MAX_QUERY else 0
+    if not 0 < n < metadata.num_requests:
+        return _dispatch("paged_attention", query, key_cache, value_cache, metadata, scale,
+                         sliding_window, logit_soft_cap, *fp8)
+    head, tail = metadata.split(n)
+    r = head.query_start_loc_cpu[-1]
+    out = torch.empty_like(query)
+    for part, rows in ((head, slice(0, r)), (tail, slice(r, None))):
+        out[rows] = _dispatch("paged_attention", query[rows], key_cache, value_cache, part, scale,
+                              sliding_window, logit_soft_cap, *fp8)
+    return out
 
 
 def argmax(logits):

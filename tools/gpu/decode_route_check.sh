@@ -11,7 +11,7 @@
 #   bash tools/gpu/decode_route_check.sh     # repo root; carry .whl and, to skip the ~260 s llama.cpp
 #                                            # build, .peers/llama-bin.tar.xz.* + .peers/llama.cpp/ONECAT_SOURCE
 # ROUTE_LIMIT_S (default 520): seconds for the whole script; the peers run gets what the rest leaves.
-# PEERS_ARGS: options for `onecat-bench peers` (e.g. "--onecat-async" for asynchronous scheduling).
+# PEERS_ARGS: options for `onecat-bench peers` (e.g. "--onecat-scheduling sync").
 set -u; export PATH=$PATH:/usr/local/cuda/bin
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-decode-route}; mkdir -p "$OUT"

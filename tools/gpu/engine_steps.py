@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--async-scheduling", action="store_true")
+    ap.add_argument("--scheduling", choices=["async", "sync"], default=None, help="default: the engine's")
     a = ap.parse_args()
 
     from onecat.serve import config as serve_config
@@ -40,7 +40,8 @@ def main() -> None:
         path=a.model, device=a.device, dtype="auto", max_model_len=a.prompt_len + a.gen + 16))
     cfg.cache.enable_prefix_caching = False
     cfg.scheduler.max_num_seqs = max(a.batch, cfg.scheduler.max_num_seqs)
-    cfg.scheduler.async_scheduling = a.async_scheduling
+    if a.scheduling:
+        cfg.scheduler.async_scheduling = a.scheduling == "async"
     llm = LLM(config=cfg, progress=False)
     eng, runner = llm.engine, llm.engine.runner
     vocab = runner.spec.vocab_size
@@ -71,7 +72,7 @@ def main() -> None:
         rows = seen["sched"].scheduled
         decode = sum(1 for s in rows if len(s.token_ids) == 1 and s.sample)
         if decode == len(rows):
-            return "graph" if seen.get("graph") or (runner.graphs is not None and a.async_scheduling) else "decode"
+            return "graph" if seen.get("graph") or (runner.graphs is not None and cfg.scheduler.async_scheduling) else "decode"
         return "mixed" if decode else "prefill"
 
     def generate(n: int) -> tuple[float, dict]:
@@ -94,7 +95,7 @@ def main() -> None:
     t1, _ = generate(1)
     tn, steps = generate(a.gen)
     print(f"{runner.device} {runner.graph_status}; batch {a.batch}, prompt {a.prompt_len}, gen {a.gen}, "
-          f"{'async' if a.async_scheduling else 'sync'} scheduling")
+          f"{'async' if cfg.scheduler.async_scheduling else 'sync'} scheduling")
     print(f"t(generate 1) {t1:.3f} s, t(generate {a.gen}) {tn:.3f} s -> decode rate "
           f"{a.batch * (a.gen - 1) / (tn - t1):,.1f} tok/s, {(tn - t1) / (a.gen - 1) * 1e3:.2f} ms per token step")
     print(f"{'kind':8} {'steps':>6} {'median ms':>10} {'total ms':>10} {'in execute':>11} {'host rest':>10}")

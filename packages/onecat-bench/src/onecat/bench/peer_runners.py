@@ -119,7 +119,7 @@ def run_hf(shape: str, device: str, prompt_len: int, gen: int, repeats: int, see
 # -- onecat -------------------------------------------------------------------------------------------
 def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, gen: int, repeats: int,
                batches: list[int], batched_repeats: int | None = None, seed: int = 0,
-               on_result=None, async_scheduling: bool = False) -> list[DecodeResult]:
+               on_result=None, async_scheduling: bool | None = None) -> list[DecodeResult]:
     import random
 
     import torch
@@ -135,7 +135,8 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
         path=gguf, device=device, dtype="auto", max_model_len=prompt_len + gen + 16))
     cfg.cache.enable_prefix_caching = False
     cfg.scheduler.max_num_seqs = max(max(batches), cfg.scheduler.max_num_seqs)
-    cfg.scheduler.async_scheduling = async_scheduling
+    if async_scheduling is not None:  # None: the engine's default
+        cfg.scheduler.async_scheduling = async_scheduling
     t = time.perf_counter()
     llm = LLM(config=cfg, progress=False)
     load_s = time.perf_counter() - t
@@ -160,7 +161,7 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
                    "prefix_cache": "disabled", "route": rt.route, "torch": torch.__version__,
                    "max_num_seqs": cfg.scheduler.max_num_seqs,
                    "max_num_batched_tokens": cfg.scheduler.max_num_batched_tokens,
-                   "async_scheduling": async_scheduling,
+                   "async_scheduling": cfg.scheduler.async_scheduling,
                    "prefill_measure": "t(generate 1): prompt prefill + one token"}
         results.append(DecodeResult("onecat", shape, f"GGUF {fmt}", batch, prompt_len, gen, rates,
                                     [batch * prompt_len / t for t in t1s], load_s, details))
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[1])
     ap.add_argument("--batched-repeats", type=int, default=None, help="onecat: repeats at batch > 1")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    ap.add_argument("--async-scheduling", action="store_true", help="onecat: scheduler.async_scheduling")
+    ap.add_argument("--scheduling", choices=["async", "sync"], default=None,
+                    help="onecat: scheduler.async_scheduling (default: the engine's, asynchronous)")
     ap.add_argument("--json", required=True, help="write the results here")
     a = ap.parse_args(argv)
     if a.threads:
@@ -279,8 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         if not a.gguf:
             ap.error("onecat needs --gguf")
+        scheduling = None if a.scheduling is None else a.scheduling == "async"
         save(run_onecat(a.gguf, a.shape, a.format, a.device, a.prompt_len, a.gen, a.repeats, a.batch,
-                        a.batched_repeats, on_result=save, async_scheduling=a.async_scheduling))
+                        a.batched_repeats, on_result=save, async_scheduling=scheduling))
 
 
 if __name__ == "__main__":

@@ -281,7 +281,8 @@ class PeerRun:
                                  a.device, "--prompt-len", str(a.prompt_len), "--gen", str(a.gen), "--repeats",
                                  str(a.repeats), "--batched-repeats", str(a.batched_repeats), "--batch", *map(str, bs)]
                                 + (["--threads", str(a.threads)] if a.threads else [])
-                                + (["--async-scheduling"] if a.onecat_async else []), f"onecat {shape} {ftype}")
+                                + (["--scheduling", a.onecat_scheduling] if a.onecat_scheduling else []),
+                                f"onecat {shape} {ftype}")
         self.emit(res, "onecat", shape, f"GGUF {ftype}", synth, bs)
 
     def run(self) -> None:
@@ -341,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--llama-cpp-source", default=os.path.normpath(LLAMA_CPP_SOURCE),
                     help="the ONECAT_SOURCE file of the trimmed llama.cpp source (commit, sdist)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--onecat-async", action="store_true", help="onecat with scheduler.async_scheduling=true")
+    ap.add_argument("--onecat-scheduling", choices=["async", "sync"], default=None,
+                    help="onecat's scheduler.async_scheduling (default: the engine's, asynchronous)")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="onecat and HF repeats (median/min/max)")

@@ -126,6 +126,18 @@ def test_unavailable_provider_is_not_asked(reg):
     assert reg.explain(prob("sm90", k=64), check_available=False).provider.name == "fast"
 
 
+def test_recording_lists_what_a_block_selected_cached_or_not(reg):
+    """A CUDA-graph capture judges the selections it used, not every selection of the process."""
+    earlier = reg.select(prob("sm70", k=64))
+    with reg.recording() as outer:
+        a = reg.select(prob("sm80", k=64))
+        with reg.recording() as inner:
+            b = reg.select(prob("sm80", k=64))  # a cache hit is recorded too
+    assert outer == [a, b] and inner == [b] and a is b and earlier not in outer
+    reg.select(prob("sm90", k=64))
+    assert outer == [a, b]  # closed blocks record nothing more
+
+
 def test_cache_and_declaration_errors(reg):
     p = prob("sm80", k=64)
     assert reg.select(p) is reg.select(p) and reg.selections() == [reg.select(p)]

@@ -11,6 +11,7 @@ lookup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class KernelRegistry:
         self.disabled: set[str] = set()
         self._cache: dict[Problem, Selection] = {}
         self._lock = threading.Lock()
+        self._recording: list[list[Selection]] = []  # open recording() blocks
 
     # -- declaration -------------------------------------------------------------------------
     def declare(self, spec: OpSpec) -> OpSpec:
@@ -175,12 +177,25 @@ class KernelRegistry:
 
     def select(self, problem: Problem) -> Selection:
         sel = self._cache.get(problem)
-        if sel is not None:
-            return sel
-        with self._lock:
-            sel = self._select(problem)
-            self._cache[problem] = sel
+        if sel is None:
+            with self._lock:
+                sel = self._select(problem)
+                self._cache[problem] = sel
+        for used in self._recording:
+            used.append(sel)
         return sel
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Yields the list of every selection made inside the block, cached or not: what one piece of
+        work (a CUDA-graph capture) used, where selections() holds everything the process selected
+        (other models, earlier tests)."""
+        used: list[Selection] = []
+        self._recording.append(used)
+        try:
+            yield used
+        finally:
+            self._recording.remove(used)
 
     def explain(self, problem: Problem, check_available: bool = True) -> Selection:
         """The selection for `problem`, uncached; with check_available=False providers are judged

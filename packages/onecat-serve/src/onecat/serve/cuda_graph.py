@@ -37,10 +37,9 @@ class GraphCaptureRefused(RuntimeError):
 HOST_LIST_OPS = ("paged_attention",)  # their torch references loop over metadata.*_cpu
 
 
-def graph_unsafe_ops() -> list[str]:
-    """Ops selected under capture whose provider is the torch reference of a host-list op."""
-    return sorted({s.problem.describe() for s in registry.selections()
-                   if s.problem.graph_capture and s.problem.op in HOST_LIST_OPS and s.provider.name == REFERENCE})
+def graph_unsafe_ops(used) -> list[str]:
+    """Of the selections a capture used, the ones whose provider is the torch reference of a host-list op."""
+    return sorted({s.problem.describe() for s in used if s.problem.op in HOST_LIST_OPS and s.provider.name == REFERENCE})
 
 
 def batch_buckets(max_batch: int) -> list[int]:
@@ -102,12 +101,14 @@ class DecodeGraphs:
             self._forward(b)  # eager warm-up: providers selected, kernels compiled and loaded
             torch.cuda.synchronize(self.device)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=self.pool):
+            # what this capture used (not registry.selections(): another model in the process, e.g. a
+            # drafter or an earlier test's, may have selected the reference for its own shapes)
+            with registry.recording() as used, torch.cuda.graph(g, pool=self.pool):
                 self.logits[b] = self._forward(b)
             if self.pool is None:
                 self.pool = g.pool()
             self.graphs[b] = g
-            unsafe = graph_unsafe_ops()
+            unsafe = graph_unsafe_ops(used)
             if unsafe:
                 self.graphs.clear()
                 raise GraphCaptureRefused("the captured decode step would use host-side reference code that "

@@ -215,8 +215,14 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
     }
   };
 
-  // Softmax ownership: lane -> row lr = lane / 2 of the warp's 16, columns [NK / 2 * (lane & 1), +NK / 2).
-  const int lr = lane >> 1, c0 = (lane & 1) * (NK / 2), crow = wr * 16 + lr;
+  // Softmax ownership: LPR = 2, 4 or 8 lanes per row (as few rows as this warp's 16 hold: decode at
+  // GQA group 4 has 4, and 2 lanes per row would leave 3/4 of the lanes' exp2 / shared loads on empty
+  // rows), lane -> row lr = lane / LPR, columns [CPL * (lane % LPR), +CPL), CPL = NK / LPR. Uniform
+  // per block; rows lr >= 32 / LPR (all past R) are never read. Prefill (WK = 1, full row tiles)
+  // keeps LPR = 2 as a constant.
+  const int rv = min(16, max(0, R - wr * 16));
+  const int lpr_log = WK == 1 || rv > 8 ? 1 : rv > 4 ? 2 : 3, lpr = 1 << lpr_log, cpl = NK >> lpr_log;
+  const int lr = lane >> lpr_log, c0 = (lane & (lpr - 1)) * cpl, crow = wr * 16 + lr;
   const bool row_ok = crow < R;
   const int qpos = ctx - ql + (r0 + crow) / a.group;
   float m_run = -INFINITY, l_run = 0.f;
@@ -271,6 +277,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
     const int kp0 = t0 + wk * NK + c0;
 #pragma unroll
     for (int j = 0; j < NK / 2; ++j) {
+      if (j >= cpl) break;
       float x = sw[lr * LDS + c0 + j] * a.qk_scale;
       if (a.soft_cap > 0.f) x = a.soft_cap * tanhf(x / a.soft_cap) * FA_LOG2E;
       const int kp = kp0 + j;
@@ -278,24 +285,27 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
       v[j] = ok ? x : -INFINITY;
       mx = fmaxf(mx, v[j]);
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    for (int o = 1; o < lpr; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     const float m_new = fmaxf(m_run, mx);
     const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < NK / 2; ++j) {
+      if (j >= cpl) break;
       v[j] = m_new == -INFINITY ? 0.f : exp2f(v[j] - m_new);
       sum += v[j];
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    for (int o = 1; o < lpr; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     l_run = l_run * alpha + sum;
     m_run = m_new;
     __syncwarp();  // every lane has read its S before P overwrites the rows
     __half* pw = reinterpret_cast<__half*>(sw);
 #pragma unroll
-    for (int j = 0; j < NK / 2; j += 2)
+    for (int j = 0; j < NK / 2; j += 2) {
+      if (j >= cpl) break;
       *reinterpret_cast<__half2*>(pw + lr * 2 * LDS + c0 + j) = __floats2half2_rn(v[j], v[j + 1]);
-    if ((lane & 1) == 0) alpha_s[warp * 16 + lr] = alpha;
+    }
+    if ((lane & (lpr - 1)) == 0) alpha_s[warp * 16 + lr] = alpha;
     __syncwarp();
 
     // O = O * alpha + P V over the warp's columns.
@@ -319,7 +329,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   }
 
   // Merge the WK key slices of each row (decode) and write out, 16 columns at a time.
-  if ((lane & 1) == 0) {
+  if ((lane & (lpr - 1)) == 0) {
     m_s[warp * 16 + lr] = m_run;
     l_s[warp * 16 + lr] = l_run;
   }

@@ -5,11 +5,15 @@ decode-step timeline.
     python tools/ncu/ncu_profile.py --out /tmp/ncu/smollm2 -- --shape smollm2-135m --weights q4_0 --batch 1
     python tools/ncu/ncu_profile.py --report-only --out /tmp/ncu/llama3     # re-parse an existing report
 
-Steps: (1) `ncu --clock-control none --profile-from-start off --nvtx ... python tools/ncu/target.py
-<args> --steps-json OUT.steps.json -o OUT` (clocks as the GPU runs them; only the profiled decode
+Steps: (0) `python tools/ncu/target.py <args> --profiled 0 --steps-json OUT.steps.json`, without
+ncu: the step's device time as it runs (ncu intercepts every launch of the process it runs, so
+steps timed under it, even outside the profiled range, are ~10x longer and would make the gaps up);
+(1) `ncu --clock-control none --profile-from-start off --nvtx ... python tools/ncu/target.py <args>
+--steps-json OUT.under-ncu.steps.json -o OUT` (clocks as the GPU runs them; only the profiled decode
 steps are captured: target.py brackets them with cudaProfilerStart/Stop and names NVTX ranges
 after each op's admitted provider); (2) `ncu --import OUT.ncu-rep --csv --page raw > OUT.raw.csv`;
-(3) tools/ncu/ncu_report.py -> OUT.kernels.json and OUT.md, printed too.
+(3) tools/ncu/ncu_report.py (kernel durations against step (0)'s time: the gaps) -> OUT.kernels.json
+and OUT.md, printed too.
 """
 
 from __future__ import annotations
@@ -51,7 +55,11 @@ def ncu_command(ncu: str, out: str, target_args: list[str], sections=SECTIONS, m
         cmd += ["--section", s]
     if metrics:
         cmd += ["--metrics", ",".join(metrics)]
-    return cmd + [sys.executable, os.path.join(HERE, "target.py"), *target_args, "--steps-json", out + ".steps.json"]
+    return cmd + target_command(target_args, out + ".under-ncu.steps.json")
+
+
+def target_command(target_args: list[str], steps_json: str, *extra: str) -> list[str]:
+    return [sys.executable, os.path.join(HERE, "target.py"), *target_args, *extra, "--steps-json", steps_json]
 
 
 def config_args(path: str) -> list[str]:
@@ -95,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.ncu}: not found (Nsight Compute ships with the CUDA toolkit; set NCU=/path/to/ncu)", file=sys.stderr)
         return 2
     if not a.report_only:
+        plain = target_command(target_args, a.out + ".steps.json", "--profiled", "0")
+        print("$ " + shlex.join(plain), flush=True)
+        r = subprocess.run(plain)
+        if r.returncode:
+            print(f"the unprofiled run exited {r.returncode}", file=sys.stderr)
+            return r.returncode
         r = subprocess.run(cmd)
         if r.returncode:
             print(f"ncu exited {r.returncode}", file=sys.stderr)

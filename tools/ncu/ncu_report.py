@@ -276,7 +276,12 @@ def format_timeline(t: Timeline) -> str:
         lines.append(f"{s.step:12} {s.kernels:7d} {s.kernel_us:10.1f}  "
                      + ", ".join(f"{op} {us / s.kernel_us:.0%}" for op, us in top))
     lines.append(f"median kernel time per step {t.median_kernel_us:.1f} us (sum of ncu durations, clocks not locked)")
-    if t.measured_step_us is not None:
+    if t.measured_step_us is not None and t.gap_us < 0:
+        lines.append(f"measured step (CUDA events, unprofiled) {t.measured_step_us:.1f} us < the kernels' ncu "
+                     f"durations: ncu replays each kernel alone (caches flushed, --cache-control all), which "
+                     f"overstates graph-replayed kernels; the gaps are not resolvable from this report (read "
+                     f"busy vs idle from tools/ncu/target.py --timeline)")
+    elif t.measured_step_us is not None:
         lines.append(f"measured step (CUDA events, unprofiled) {t.measured_step_us:.1f} us -> gaps "
                      f"{t.gap_us:.1f} us; kernels busy {t.kernel_fraction:.0%} of the step")
     else:

@@ -55,8 +55,11 @@ $PY -m pytest -q -p no:cacheprovider tests/kernels/test_attention_gpu.py tests/k
   2>&1 | tee "$OUT/attention-tests.txt"
 rc=${PIPESTATUS[0]}
 
+echo "== the tensor pipe's peak for the kernels' instruction (wmma m16n16k16 f16 -> f32): the prefill's fraction f"
+$PY tools/gpu/wmma_peak.py --json "$OUT/wmma-peak.json" 2>&1 | tee "$OUT/wmma-peak.txt"
+
 echo "== benchmark (table last)"
-$PY - "$OUT/attention-bench.json" <<'PYEOF' 2>&1 | tee "$OUT/attention-bench.txt"
+$PY - "$OUT/attention-bench.json" "$OUT/wmma-peak.json" <<'PYEOF' 2>&1 | tee "$OUT/attention-bench.txt"
 import json, math, statistics, sys
 import torch
 import torch.nn.functional as F
@@ -65,7 +68,10 @@ from onecat.kernels import reference as ref
 from onecat.kernels.bench import copy_bandwidth, time_sets
 from onecat.kernels.inputs import paged_metadata
 
+import os
 V100_READ_GBPS, V100_TC_TFLOPS, V100_TC_FRACTION = 879.0, 125.0, 0.75  # v100.md
+# the same instruction's peak here: prefill's tensor-pipe fraction f = its TFLOP/s / this
+WMMA_PEAK = json.load(open(sys.argv[2]))["wmma_tflops"] if os.path.exists(sys.argv[2]) else None
 ROTATE = 200 << 20  # KV bytes per rotation: > 3x the H200's 60 MB L2
 torch.manual_seed(0)
 dev = "cuda"
@@ -155,6 +161,9 @@ for batch, s, hq, hk, d in [(1, 2048, 32, 8, 128), (1, 8192, 32, 8, 128), (4, 40
                      tflops=flops / fa / 1e12, admitted=sel, admitted_tflops=flops / adm / 1e12,
                      sdpa_us=sdpa * 1e6, sdpa_tflops=flops / sdpa / 1e12, rel_err_vs_sdpa=err,
                      v100_projected_tflops=V100_TC_TFLOPS * V100_TC_FRACTION))
+    if WMMA_PEAK:  # the kernel's measured fraction of the tensor pipe, carried to Volta's
+        rows[-1]["tc_fraction"] = min(V100_TC_FRACTION, flops / fa / 1e12 / WMMA_PEAK)
+        rows[-1]["v100_projected_tflops"] = V100_TC_TFLOPS * rows[-1]["tc_fraction"]
     print(rows[-1])
     del q, k, v, kc, vc, qt, kt, vt
     torch.cuda.empty_cache()
@@ -163,9 +172,14 @@ meta = dict(device=f"{props.name} (sm_{props.major}{props.minor}, {props.multi_p
             torch=torch.__version__, copy_gbs_before=copy0, copy_gbs_after=copy1, copy_gbs=copy,
             timing="device time per call (CUDA events enqueued behind torch.cuda._sleep), median of repeats; "
                    "decode rotates over KV sets > 200 MB",
+            wmma_peak_tflops=WMMA_PEAK,
             v100_method="PROJECTED: decode = KV bytes / (879 GB/s x min(1, H200 fraction of copy)); prefill = "
-                        "useful FLOPs / (125 TFLOP/s x 0.75) is only the tensor-pipe ceiling at cuBLAS's fraction, "
-                        "not backed by a Volta timing (sm_70 SASS: HMMA.884, no spills, 2 blocks/SM fit)")
+                        + ("125 TFLOP/s x f, f = the kernel's useful TFLOP/s here / this GPU's measured peak for the "
+                           f"same wmma m16n16k16 instruction ({WMMA_PEAK:.0f} TFLOP/s, tools/gpu/wmma_peak.py), at most "
+                           "0.75 (cuBLAS's fraction); sm_70 SASS: HMMA.884, no spills, 2 blocks/SM fit"
+                           if WMMA_PEAK else
+                           "useful FLOPs / (125 TFLOP/s x 0.75) is only the tensor-pipe ceiling at cuBLAS's fraction, "
+                           "not backed by a Volta timing (sm_70 SASS: HMMA.884, no spills, 2 blocks/SM fit)"))
 json.dump(dict(meta, rows=rows), open(sys.argv[1], "w"), indent=1)
 print()
 print(f"{meta['device']}, torch {torch.__version__}; measured ({meta['timing']}); "
@@ -179,7 +193,8 @@ for r in rows:
     else:
         res = (f"{r['tflops']:6.1f} TFLOP/s useful causal; SDPA {r['sdpa_tflops']:6.1f} ({r['tflops'] / r['sdpa_tflops']:.2f}x); "
                f"admitted {r['admitted']} {r['admitted_tflops']:6.1f}; err vs SDPA {r['rel_err_vs_sdpa']:.1e}; "
-               f"V100 PROJECTED ceiling {r['v100_projected_tflops']:.0f}")
+               + (f"f {r['tc_fraction']:.2f}, V100 PROJECTED {r['v100_projected_tflops']:.0f}" if "tc_fraction" in r
+                  else f"V100 PROJECTED ceiling {r['v100_projected_tflops']:.0f}"))
     print(f"{r['kind']:7s} {r['kv']:4s} {r['batch']:2d} {r['ctx']:5d} {r['heads']:>5s} {r['d']:3d} {r['block_size']:4d} "
           f"{r['provider']:18s} {r['us']:8.1f}  {res}")
 PYEOF

@@ -102,3 +102,17 @@ def test_goals_from_recorded_h200_run():
     assert lines[1:] == ["- G2 (llama3-8b Q4_0 batch 1 >= 85% of copy): not measured",
                          "- G2 (llama3-8b Q4_K_M batch 1 >= 85% of copy): not measured",
                          "- G3 at 32 sequences: not measured in this run", "- G3 at 64 sequences: not measured in this run"]
+
+
+def test_report_names_the_route_of_each_file(tmp_path):
+    """Session 5's run: the Q4_K_M file is refused the epilogue GEMV, so its route differs from the
+    Q4_0 / Q4_1 files'; the header says which route each file ran (it printed one for all)."""
+    from onecat.bench.peers_report import write_report
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results", "h200-2026-11-29-s5",
+                        "peers.jsonl")
+    write_report(read_jsonl(path), str(tmp_path / "r.md"), None)
+    head = next(line for line in open(tmp_path / "r.md") if line.startswith("- onecat engine"))
+    assert "; routes: llama3-8b GGUF Q4_0, smollm2-135m GGUF Q4_1: linear=cuda_pack,cuda_pack_gemm, " \
+           "linear_add_rms_norm=cuda_gemv_epilogue,unfused" in head
+    assert "; llama3-8b GGUF Q4_K_M: linear=cuda_pack,cuda_pack_gemm, linear_add_rms_norm=unfused" in head

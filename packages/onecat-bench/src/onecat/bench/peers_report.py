@@ -120,7 +120,7 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
                 f"memory {clocks.get('clocks.mem', '-')} MHz, power {clocks.get('power.draw', '-')} W"]
     out.append("- Device-to-device copy bandwidth, this run: "
                + (f"{copy_bw / 1e9:,.0f} GB/s (bytes read + written)" if copy_bw else "n/a (no GPU)"))
-    peers = {}
+    peers, routes = {}, {}
     for r in records:
         p = r.extra.get("peer", {})
         eng = r.engine.split()[0]
@@ -134,10 +134,13 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
                           f"{p.get('graph_mode')}")
         elif eng == "onecat" and p:
             route = ", ".join(f"{k}={v}" for k, v in sorted((p.get("route") or {}).items()))
+            routes.setdefault(route, set()).add(f"{r.model.name} {r.model.weight_format.split(';')[0]}")
             peers[eng] = (f"onecat engine (LLM offline API), compute "
                           f"{p.get('compute_dtype')}, KV {p.get('kv_dtype')}, {p.get('graph_mode')}, "
-                          f"{'asynchronous' if p.get('async_scheduling') else 'synchronous'} scheduling, prefix cache "
-                          f"off; route: {route}")
+                          f"{'asynchronous' if p.get('async_scheduling') else 'synchronous'} scheduling, prefix cache off")
+    if "onecat" in peers:  # the route differs by file where a format is refused a provider
+        peers["onecat"] += ("; route: " + next(iter(routes)) if len(routes) == 1 else "; routes: " + "; ".join(
+            f"{', '.join(sorted(files))}: {route}" for route, files in sorted(routes.items())))
     out += [f"- {v}" for _, v in sorted(peers.items())]
     if files:
         out += ["", "GGUF files (generated weights in real formats, `onecat-bench synth-gguf`):", ""]

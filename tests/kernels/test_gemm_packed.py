@@ -103,12 +103,14 @@ def test_refusal_reasons(small, any_nvrtc):
 
 # -- CPU: variant choice and the host wrapper ------------------------------------------------------
 def test_gemm_shape():
-    h200 = {"m32": 6, "m64": 4, "m128": 3}
+    h200 = {"m32": 6, "m64": 4, "m128": 3, "m32w": 4, "m64w": 2}
     assert cuda_ops.gemm_shape(17, 4096, 4096, 80) == ("m32", 3)  # 64 tiles, 240 V100 slots
     assert cuda_ops.gemm_shape(17, 4096, 4096, 132, h200) == ("m32", 8)  # at most 8 splits
-    assert cuda_ops.gemm_shape(17, 28672, 4096, 132, h200) == ("m32", 1)  # no second wave
+    assert cuda_ops.gemm_shape(17, 28672, 4096, 132, h200) == ("m32w", 2)  # wide: 224 tiles, 528 slots
+    assert cuda_ops.gemm_shape(17, 16383, 4096, 132, h200) == ("m32", 3)  # narrow below WIDE_MIN_N rows
     assert cuda_ops.gemm_shape(64, 4096, 14336, 80) == ("m64", 2)
-    assert cuda_ops.gemm_shape(33, 28672, 4096, 80) == ("m64", 1)  # 448 tiles fill the GPU
+    assert cuda_ops.gemm_shape(33, 28672, 4096, 80) == ("m64w", 1)  # 224 wide tiles fill the GPU
+    assert cuda_ops.gemm_shape(65, 28672, 4096, 80) == ("m128", 1)  # wide tiles only up to 64 rows
     assert cuda_ops.gemm_shape(128, 6144, 4096, 132, h200) == ("m64", 2)  # 96 N tiles: m64, 192 blocks
     assert cuda_ops.gemm_shape(128, 28672, 4096, 132, h200) == ("m128", 1)
     assert cuda_ops.gemm_shape(512, 4096, 4096, 80) == ("m128", 1)
@@ -119,10 +121,11 @@ def test_gemm_shape():
         for n, k in ((80, 96), (4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
             for sms, res in ((80, None), (132, h200)):
                 tile, s = cuda_ops.gemm_shape(m, n, k, sms, res)
-                assert m <= {"m32": 32, "m64": 128, "m128": 1 << 30}[tile] and (tile != "m128" or m > 64), (m, tile)
+                assert m <= {"m32": 32, "m64": 128, "m128": 1 << 30, "m32w": 32, "m64w": 64}[tile], (m, tile)
+                assert (tile != "m128" or m > 64) and tile.endswith("w") == (m <= 64 and n >= 16384), (m, n, tile)
                 assert 1 <= s <= 8 and (s == 1 or -(-k // cuda_ops.GEMM_BK) >= 4 * s), (m, n, k, s)
-                bm = cuda_ops.GEMM_TILES[tile][0]
-                assert s == 1 or s * -(-n // 64) * -(-m // bm) <= sms * (res or cuda_ops.GEMM_V100_RESIDENT)[tile]
+                bm, bn, _ = cuda_ops.GEMM_TILES[tile]
+                assert s == 1 or s * -(-n // bn) * -(-m // bm) <= sms * (res or cuda_ops.GEMM_V100_RESIDENT)[tile]
     assert cuda_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, cuda_ops.GEMM_V100_RESIDENT)
 
 

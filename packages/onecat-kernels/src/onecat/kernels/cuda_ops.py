@@ -223,7 +223,14 @@ _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppii
                 for f in PACKED_FORMATS for mt in _PMT if mt > 1}
 _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
 # M > 16 on packed weights (csrc/gemm_packed.cu): tile name -> (BM rows of x, BN features, smem stages)
-GEMM_TILES = {"m32": (32, 64, 2), "m64": (64, 64, 2), "m128": (128, 64, 1)}
+GEMM_TILES = {"m32": (32, 64, 2), "m64": (64, 64, 2), "m128": (128, 64, 1),
+              # wide tiles (128 features: warp tiles of 16 x 64, a quarter fewer shared-memory bytes
+              # per MAC): gemm_shape picks them for decode batches on matrices of >= WIDE_MIN_N rows
+              "m32w": (32, 128, 2), "m64w": (64, 128, 1)}
+# The H200 timed the wide tiles 3-9% faster than m32 / m64 on llama3-8b's 28672 x 4096 gate_up (q4_0,
+# q4_k; M = 32, 64), and no better at N = 4096 / 6144 / 14336, where their halved tile count leaves
+# slots empty (benchmarks/results/h200-2026-11-29-s5/gemm-wide-tiles.txt)
+WIDE_MIN_N = 16384
 GEMM_BK = 64  # K per step (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
@@ -326,7 +333,7 @@ def linear_packed(x, weight: PackedWeight, bias=None):
 
 # Blocks of each GEMM tile resident per SM on a V100 (96 KB shared memory, 64K registers): the
 # assumption for host-side tests on fake devices; a real GPU is asked (cuOccupancy...).
-GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2}
+GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2}
 
 
 @functools.lru_cache(maxsize=None)
@@ -351,7 +358,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     `resident[tile]` blocks each (tools/gpu/gemm_bench.py times every tile x split on the llama3-8b
     matrices; on the H200 this pick was within ~5% of the best one timed, all but one shape).
     Tile: m32 up to 32 rows, m64 up to 64, and up to 128 while the N tiles fill under half of
-    m128's slots (more blocks beat fewer dequantizations there), m128 beyond. Splits: a block's K
+    m128's slots (more blocks beat fewer dequantizations there), m128 beyond; up to 64 rows on
+    matrices of >= WIDE_MIN_N rows, their 128-feature twins m32w / m64w. Splits: a block's K
     walk is a chain of dependent loads, so when the tiles leave resident slots empty (decode
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps."""
@@ -363,7 +371,9 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
         tile = "m64"
     else:
         tile = "m128"
-    blocks = ntiles * -(-m // GEMM_TILES[tile][0])
+    if m <= 64 and n >= WIDE_MIN_N:
+        tile += "w"
+    blocks = -(-n // GEMM_TILES[tile][1]) * -(-m // GEMM_TILES[tile][0])
     steps = -(-k // GEMM_BK)
     splits = max(1, min(8, steps // 4, sms * res[tile] // blocks))
     return tile, splits

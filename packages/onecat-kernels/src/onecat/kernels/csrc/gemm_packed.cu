@@ -95,8 +95,9 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                             float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
                             int gchunks, int steps_per_split) {
-  static_assert(BN * GM_BK / 32 == GM_THREADS, "one W chunk per thread and K-step");
-  static_assert(BM % 32 == 0 && BN == 64, "2 x 2 warps, 32-column warp tiles");
+  constexpr int WPT = BN * GM_BK / 32 / GM_THREADS;  // W chunks per thread and K-step (BN 64: 1, 128: 2)
+  static_assert(WPT * GM_THREADS * 32 == BN * GM_BK && (WPT == 1 || WPT == 2), "whole W chunks per thread");
+  static_assert(BM % 32 == 0 && BN % 32 == 0, "2 x 2 warps, warp tiles of 16-row / 16-column fragments");
   static_assert(PD == 1 || PD == 2, "register prefetch depth in K-steps");
   using SM = GemmSmem<BM, BN, STAGES>;
   constexpr int WTM = BM / 2, WTN = BN / 2, FM = WTM / 16, FN = WTN / 16;
@@ -110,19 +111,24 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
   const int nch = K >> 5, nsteps = (nch + 1) >> 1;
   const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
-  const int wr = t >> 1, wj = t & 1;  // this thread's W row and chunk of every step
-  const i64 wrow = (i64)min(n0 + wr, N - 1);
+  const int wr = t >> 1, wj = t & 1;  // this thread's W rows (wr + 64 j) and chunk of every step
+  i64 wrow[WPT];
+#pragma unroll
+  for (int j = 0; j < WPT; ++j) wrow[j] = (i64)min(n0 + wr + j * (GM_THREADS / 2), N - 1);
   bool live[FM];  // fragments with at least one row < M
 #pragma unroll
   for (int fm = 0; fm < FM; ++fm) live[fm] = m0 + wm * WTM + fm * 16 < M;
 
   struct Regs {  // one K-step's global data of this thread, in flight in registers
-    PChunk<F> ck;
+    PChunk<F> ck[WPT];
     uint4 xr[XV];
   };
-  auto fetch = [&](Regs& r, int st) {  // packed W chunk and x pieces of step st -> registers
+  auto fetch = [&](Regs& r, int st) {  // packed W chunks and x pieces of step st -> registers
     const int c = 2 * st + wj;
-    if (c < nch) load_chunk<F>(r.ck, q, qh, meta, wrow, c, nch, gchunks);
+    if (c < nch) {
+#pragma unroll
+      for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], q, qh, meta, wrow[j], c, nch, gchunks);
+    }
 #pragma unroll
     for (int i = 0; i < XV; ++i) {
       const int idx = t + i * GM_THREADS, m = m0 + (idx >> 3), k = st * GM_BK + (idx & 7) * 8;
@@ -138,16 +144,19 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
       *reinterpret_cast<uint4*>(xs + (idx >> 3) * GM_LD + (idx & 7) * 8) = r.xr[i];
     }
     const int c = 2 * st + wj;
-    uint4 o[4];
-    if (c < nch) {
-      dequant_chunk<F>(r.ck, c, o);
-    } else {
 #pragma unroll
-      for (int s = 0; s < 4; ++s) o[s] = make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < WPT; ++j) {
+      uint4 o[4];
+      if (c < nch) {
+        dequant_chunk<F>(r.ck[j], c, o);
+      } else {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) o[s] = make_uint4(0, 0, 0, 0);
+      }
+      uint4* dst = reinterpret_cast<uint4*>(wsm + (wr + j * (GM_THREADS / 2)) * GM_LD + wj * 32);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) dst[s] = o[s];
     }
-    uint4* dst = reinterpret_cast<uint4*>(wsm + wr * GM_LD + wj * 32);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) dst[s] = o[s];
   };
 
   FragC acc[FM][FN];
@@ -281,10 +290,12 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
       int K, int gchunks, int steps_per_split) {                                                      \
     gemm_packed<F, BM, BN, ST, PD>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, steps_per_split); \
   }
-#define GEMM_PACKED_ALL(NAME, F)          \
-  GEMM_PACKED(NAME, F, m32, 32, 64, 2, 2) \
-  GEMM_PACKED(NAME, F, m64, 64, 64, 2, 2) \
-  GEMM_PACKED(NAME, F, m128, 128, 64, 1, 1)
+#define GEMM_PACKED_ALL(NAME, F)             \
+  GEMM_PACKED(NAME, F, m32, 32, 64, 2, 2)    \
+  GEMM_PACKED(NAME, F, m64, 64, 64, 2, 2)    \
+  GEMM_PACKED(NAME, F, m128, 128, 64, 1, 1)  \
+  GEMM_PACKED(NAME, F, m32w, 32, 128, 2, 2)  \
+  GEMM_PACKED(NAME, F, m64w, 64, 128, 1, 2)
 
 GEMM_PACKED_ALL(q4_0, F_Q4_0)
 GEMM_PACKED_ALL(q4_1, F_Q4_1)

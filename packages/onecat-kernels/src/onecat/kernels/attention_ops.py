@@ -52,8 +52,7 @@ _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "ppppp
 def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":  # host-side tests with intercepted launches: a V100's 80 SMs
         return 80
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    return torch.cuda.get_device_properties(cuda_ops.cuda_index(device)).multi_processor_count
 
 
 def _launch(*args, **kwargs):

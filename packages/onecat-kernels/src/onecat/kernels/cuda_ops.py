@@ -46,8 +46,13 @@ def _ptr(t) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def cuda_index(device: torch.device) -> int:
+    """The index of a CUDA device: its own, or the current device's for a bare 'cuda'."""
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _launch(kernel: Kernel, grid, block, *args, device: torch.device) -> None:
-    idx = device.index if device.index is not None else torch.cuda.current_device()
+    idx = cuda_index(device)
     if idx == torch.cuda.current_device():
         kernel(grid, block, *args, device=idx)
     else:
@@ -341,7 +346,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     """(SM count, {tile: resident blocks per SM}) of the packed GEMM kernels of `kind` on `device`."""
     if device.type != "cuda":
         return 80, dict(GEMM_V100_RESIDENT)
-    idx = device.index if device.index is not None else torch.cuda.current_device()
+    idx = cuda_index(device)
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
     for tile in GEMM_TILES:

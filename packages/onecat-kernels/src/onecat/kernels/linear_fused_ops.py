@@ -49,7 +49,9 @@ def _counter(device: torch.device) -> torch.Tensor:
 
 
 def _device_key(dev: torch.device) -> torch.device:
-    return dev if dev.type != "cuda" or dev.index is not None else torch.device("cuda", torch.cuda.current_device())
+    """One counter per physical device, whether it is named 'cuda' or 'cuda:N' (CPU devices pass
+    through for the host-side tests)."""
+    return dev if dev.type != "cuda" else torch.device("cuda", cuda_ops.cuda_index(dev))
 
 
 def _supports_gemv(p: Problem, kernels: dict) -> list[str]:

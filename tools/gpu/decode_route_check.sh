@@ -29,8 +29,10 @@ el "tests: attention"
 timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_attention_gpu.py >> $L 2>&1; rc=$?
 echo "rc=$rc$([ $rc -ne 0 ] && echo ' ATTENTION FAILED: the figures below are not valid')" >> $L
 export ONECAT_DISABLED_PROVIDERS=${DIS#,}; echo "disabled: '$ONECAT_DISABLED_PROVIDERS'" >> $L
-el "tests: serve graphs, async scheduling"
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/serve/test_cuda_graph.py tests/serve/test_async_scheduling.py >> $L 2>&1
+el "tests: serve graphs, async scheduling (on a synthetic SmolLM2 GGUF: the embedded model's wheel does not travel)"
+timeout 30 python3 -m onecat.bench.cli peers --out /tmp/onecat-synth --synth-only --configs smollm2-135m:Q4_1 > /dev/null 2>&1
+ONECAT_TEST_GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu \
+  tests/serve/test_cuda_graph.py tests/serve/test_async_scheduling.py >> $L 2>&1
 el peers
 PEERS_LIMIT_S=$(( $(left) - 100 )) OUT=$OUT bash tools/gpu/peers_check.sh ${PEERS_ARGS:-} > /dev/null 2>&1
 [ -n "${GEMM_TABLE:-}" ] && { el "gemm table"; timeout 45 python3 tools/gpu/gemm_bench.py --no-variants >> $L 2>&1; }

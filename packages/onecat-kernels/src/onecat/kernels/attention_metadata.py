@@ -61,16 +61,15 @@ class AttentionMetadata:
         """(the first n requests, the rest) as two batches of their own; the rest's query rows
         start at 0. Made once per step (every layer's attention asks for the same split)."""
         if n not in self._split:
-            q, lens, r = self.query_start_loc_cpu, self.seq_lens_cpu, self.query_start_loc_cpu[n]
-            head = replace(self, query_start_loc=self.query_start_loc[:n + 1], seq_lens=self.seq_lens[:n],
-                           block_tables=self.block_tables[:n], slot_mapping=self.slot_mapping[:r],
-                           query_start_loc_cpu=q[:n + 1], seq_lens_cpu=lens[:n],
-                           max_query_len=max(b - a for a, b in zip(q[:n], q[1:n + 1])),
-                           max_seq_len=max(lens[:n]), _split={})
-            tail = replace(self, query_start_loc=self.query_start_loc[n:] - r, seq_lens=self.seq_lens[n:],
-                           block_tables=self.block_tables[n:], slot_mapping=self.slot_mapping[r:],
-                           query_start_loc_cpu=[x - r for x in q[n:]], seq_lens_cpu=lens[n:],
-                           max_query_len=max(b - a for a, b in zip(q[n:], q[n + 1:])),
-                           max_seq_len=max(lens[n:]), _split={})
-            self._split[n] = head, tail
+            self._split[n] = self._requests(0, n), self._requests(n, self.num_requests)
         return self._split[n]
+
+    def _requests(self, lo: int, hi: int) -> AttentionMetadata:
+        """Requests [lo, hi) as a batch of their own (query rows renumbered from 0)."""
+        q, lens = self.query_start_loc_cpu[lo:hi + 1], self.seq_lens_cpu[lo:hi]
+        r0, r1 = q[0], q[-1]
+        qsl = self.query_start_loc[lo:hi + 1]
+        return replace(self, query_start_loc=qsl - r0 if r0 else qsl, seq_lens=self.seq_lens[lo:hi],
+                       block_tables=self.block_tables[lo:hi], slot_mapping=self.slot_mapping[r0:r1],
+                       query_start_loc_cpu=[x - r0 for x in q], seq_lens_cpu=lens,
+                       max_query_len=max(b - a for a, b in zip(q, q[1:])), max_seq_len=max(lens), _split={})

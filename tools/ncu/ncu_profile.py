@@ -96,19 +96,20 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     metrics = METRICS if a.metrics is None else [m for m in a.metrics.split(",") if m]
     cmd = ncu_command(a.ncu, a.out, target_args, metrics=metrics)
-    print("$ " + shlex.join(cmd), flush=True)
+    plain = target_command(target_args, a.out + ".steps.json", "--profiled", "0")
     if a.dry_run:
+        print("$ " + shlex.join(plain) + "\n$ " + shlex.join(cmd), flush=True)
         return 0
     if shutil.which(a.ncu) is None:
         print(f"{a.ncu}: not found (Nsight Compute ships with the CUDA toolkit; set NCU=/path/to/ncu)", file=sys.stderr)
         return 2
     if not a.report_only:
-        plain = target_command(target_args, a.out + ".steps.json", "--profiled", "0")
-        print("$ " + shlex.join(plain), flush=True)
+        print("$ " + shlex.join(plain), flush=True)  # the commands in the order they run
         r = subprocess.run(plain)
         if r.returncode:
             print(f"the unprofiled run exited {r.returncode}", file=sys.stderr)
             return r.returncode
+        print("$ " + shlex.join(cmd), flush=True)
         r = subprocess.run(cmd)
         if r.returncode:
             print(f"ncu exited {r.returncode}", file=sys.stderr)

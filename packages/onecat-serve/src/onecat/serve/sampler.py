@@ -129,25 +129,10 @@ def _draw(logits: torch.Tensor, rows: list[SampleRow], drawn: list[int]) -> torc
 
 
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
-    """logits [B, V] float32, one row per request that samples this step. Plain greedy rows
-    (see _plain_greedy) take one batched argmax; sampled rows one `sample` op over the penalized
-    logits, keyed by (seed, number of tokens out); one copy to the host for each."""
-    ids: list[int | None] = [None] * len(rows)
-    plain = [i for i, row in enumerate(rows) if _plain_greedy(row)]
-    if plain:
-        picked = logits if len(plain) == len(rows) else logits[plain]
-        for i, t in zip(plain, torch.argmax(picked, dim=-1).tolist()):
-            ids[i] = t
-    drawn = [i for i, row in enumerate(rows) if not row.params.greedy]
-    if drawn:
-        for i, t in zip(drawn, _draw(logits, rows, drawn).tolist()):
-            ids[i] = t
-    results = []
-    for i, row in enumerate(rows):
-        if ids[i] is None:  # greedy with penalties, a min_tokens ban or logprobs
-            ids[i] = int(torch.argmax(_penalized(logits[i], row)))
-        results.append(_with_logprobs(SampledToken(ids[i]), logits[i], row.params))
-    return results
+    """logits [B, V] float32, one row per request that samples this step: sample_on_device's ids,
+    one copy to the host, then each row's logprobs where asked."""
+    ids = sample_on_device(logits, rows).tolist()
+    return [_with_logprobs(SampledToken(t), logits[i], row.params) for i, (t, row) in enumerate(zip(ids, rows))]
 
 
 def value_free(params) -> bool:
@@ -159,13 +144,15 @@ def value_free(params) -> bool:
 
 
 def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tensor:
-    """`sample` without the copy to the host: token ids [B] (int64) on the logits' device, the same
-    ids `sample` returns, for rows whose params are value_free (the min_tokens ban only counts)."""
+    """Token ids [B] (int64) on the logits' device: greedy rows one batched argmax (of the raw
+    logits when every greedy row is plain, else of the penalized ones), sampled rows one `sample`
+    op over the penalized logits, keyed by (seed, number of tokens out). With placeholders among
+    the output tokens (asynchronous scheduling) only value_free rows may come here: the min_tokens
+    ban only counts them, penalties would read them."""
     ids = torch.empty(len(rows), dtype=torch.int64, device=logits.device)
     greedy = [i for i, row in enumerate(rows) if row.params.greedy]
     if greedy:
-        plain = all(not _changes_logits(rows[i]) for i in greedy)
-        if plain:
+        if all(_plain_greedy(rows[i]) for i in greedy):
             x = logits if len(greedy) == len(rows) else logits[greedy]
         else:
             x = torch.stack([_penalized(logits[i], rows[i]) for i in greedy])

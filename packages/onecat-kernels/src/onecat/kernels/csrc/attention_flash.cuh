@@ -81,7 +81,17 @@ struct FlashArgs {
   float qk_scale, soft_cap, v_mul;
 };
 
-// Shared-memory layout (bytes) of one configuration; attention_ops.flash_smem_bytes mirrors it.
+// Row padding of the staged O (epilogue): wmma's f32 store writes 8-byte pairs, rows r, r+1, r+8,
+// r+9 in one half-warp on sm_70, rows r..r+3 on sm_75+; a stride = 4 (mod 32) words keeps sm_70 at
+// its minimum (rows r and r+8 always share banks, 2-way), = 8 (mod 32) makes sm_75+ conflict-free.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
+#define FA_LDO_PAD 4
+#else
+#define FA_LDO_PAD 8
+#endif
+
+// Shared-memory layout (bytes) of one configuration (the sm_70 gate checks it fits Volta). The
+// epilogue stages the 4 warps' O (16 x DW floats each, row stride LDO) over K/V/Q/S, dead by then.
 template <int D, int KV, int WR, int WK, int WD, int NK>
 struct FaTile {
   static constexpr int KT = WK * NK, ROWS = WR * 16, LDK = D + 8, LDS = NK + 4, DW = D / WD, NF = DW / 16;
@@ -91,6 +101,8 @@ struct FaTile {
   static constexpr int S_OFF = Q_OFF + ROWS * LDK * 2, A_OFF = S_OFF + 4 * 16 * LDS * 4;
   static constexpr int M_OFF = A_OFF + 64 * 4, L_OFF = M_OFF + 64 * 4, P_OFF = L_OFF + 64 * 4;
   static constexpr int SMEM = P_OFF + (FA_SEG / FA_MIN_BS + 2) * 4;
+  static constexpr int O_OFF = K_OFF, LDO = DW + FA_LDO_PAD;
+  static_assert(O_OFF + 4 * 16 * LDO * 4 <= A_OFF, "staged O overlaps the softmax state");
   static_assert(WR * WK * WD == 4 && NK % 16 == 0 && DW % 16 == 0, "warp layout");
   static_assert(LPT >= 1 && KT * L % FA_THREADS == 0 && FA_SEG % (PF * KT) == 0, "tile loads");
 };
@@ -332,47 +344,52 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   }
   }
 
-  // Merge the WK key slices of each row (decode) and write out, 16 columns at a time.
+  // Merge the WK key slices of each row (decode) and write out. Every warp stages all its O
+  // fragments at once (two barriers in all, not two per 16 columns); thread e then takes column
+  // pair e of the block's rows in output order: 256 contiguous bytes per warp from shared memory,
+  // full-row half2 / float2 stores, and only the R valid rows are visited.
   if ((lane & (lpr - 1)) == 0) {
     m_s[warp * 16 + lr] = m_run;
     l_s[warp * 16 + lr] = l_run;
   }
+  constexpr int LDO = C::LDO, CP = DW / 2;
+  float* ob = reinterpret_cast<float*>(smem + C::O_OFF);
+  __syncthreads();  // every warp is done with K / V / Q / S
 #pragma unroll
-  for (int f = 0; f < NF; ++f) {  // unrolled: o[f] must stay in registers
-    __syncthreads();
-    fa_store_c(sw, o[f], LDS);
-    __syncthreads();
-    for (int e = tid; e < WR * WD * 128; e += FA_THREADS) {
-      const int g = e >> 7, r = (e & 127) >> 3, c = (e & 7) * 2;
-      const int gwr = g / WD, gwd = g % WD, rr = gwr * 16 + r;
-      if (rr >= R) continue;
-      float M = -INFINITY;
+  for (int f = 0; f < NF; ++f) fa_store_c(ob + warp * 16 * LDO + f * 16, o[f], LDO);
+  __syncthreads();
+  // Not unrolled: unrolling grows prefill's registers (sm_90 d256 FP8 +2) for a loop of few trips.
+#pragma unroll 1
+  for (int e = tid; e < R * WD * CP; e += FA_THREADS) {
+    const int rr = e / (WD * CP), gwd = (e / CP) % WD, c = (e % CP) * 2;
+    const int gwr = rr >> 4, r = rr & 15;
+    float M = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < WK; ++k) M = fmaxf(M, m_s[((gwr * WK + k) * WD + gwd) * 16 + r]);
-      float o0 = 0.f, o1 = 0.f, Ls = 0.f;
+    for (int k = 0; k < WK; ++k) M = fmaxf(M, m_s[((gwr * WK + k) * WD + gwd) * 16 + r]);
+    float o0 = 0.f, o1 = 0.f, Ls = 0.f;
 #pragma unroll
-      for (int k = 0; k < WK; ++k) {
-        const int w = (gwr * WK + k) * WD + gwd;
-        const float m = m_s[w * 16 + r];
-        if (m == -INFINITY) continue;
-        const float sc = exp2f(m - M);
-        Ls += l_s[w * 16 + r] * sc;
-        o0 += sb[w * 16 * LDS + r * LDS + c] * sc;
-        o1 += sb[w * 16 * LDS + r * LDS + c + 1] * sc;
-      }
-      const int grow = r0 + rr, tok = qs + grow / a.group, h = kvh * a.group + grow % a.group;
-      const int col = gwd * DW + f * 16 + c;
-      const float inv = Ls > 0.f ? 1.f / Ls : 0.f;
-      if (a.nparts == 1) {
-        *reinterpret_cast<__half2*>(a.out + ((i64)tok * a.hq + h) * D + col) =
-            __floats2half2_rn(o0 * inv * a.v_mul, o1 * inv * a.v_mul);
-      } else {
-        const i64 prow = ((i64)p * a.n_tokens + tok) * a.hq + h;
-        *reinterpret_cast<float2*>(a.part_o + prow * D + col) = make_float2(o0 * inv, o1 * inv);
-        if (f == 0 && c == 0 && gwd == 0) {
-          a.part_ml[prow * 2] = M;
-          a.part_ml[prow * 2 + 1] = Ls;
-        }
+    for (int k = 0; k < WK; ++k) {
+      const int w = (gwr * WK + k) * WD + gwd;
+      const float m = m_s[w * 16 + r];
+      if (m == -INFINITY) continue;
+      const float sc = exp2f(m - M);
+      Ls += l_s[w * 16 + r] * sc;
+      const float2 x = *reinterpret_cast<const float2*>(ob + (w * 16 + r) * LDO + c);
+      o0 += x.x * sc;
+      o1 += x.y * sc;
+    }
+    const int grow = r0 + rr, tok = qs + grow / a.group, h = kvh * a.group + grow % a.group;
+    const int col = gwd * DW + c;
+    const float inv = Ls > 0.f ? 1.f / Ls : 0.f;
+    if (a.nparts == 1) {
+      *reinterpret_cast<__half2*>(a.out + ((i64)tok * a.hq + h) * D + col) =
+          __floats2half2_rn(o0 * inv * a.v_mul, o1 * inv * a.v_mul);
+    } else {
+      const i64 prow = ((i64)p * a.n_tokens + tok) * a.hq + h;
+      *reinterpret_cast<float2*>(a.part_o + prow * D + col) = make_float2(o0 * inv, o1 * inv);
+      if (col == 0) {
+        a.part_ml[prow * 2] = M;
+        a.part_ml[prow * 2 + 1] = Ls;
       }
     }
   }

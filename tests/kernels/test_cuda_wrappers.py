@@ -20,8 +20,9 @@ from onecat.kernels.registry import REFERENCE, Case
 def launches(monkeypatch):
     calls = []
 
-    def fake_launch(kernel, grid, block, *args, device):
+    def fake_launch(kernel, grid, block, *args, device, smem=0):
         assert isinstance(kernel, Kernel)
+        assert 0 <= smem <= 48 * 1024, (kernel.name, smem)  # dynamic shared memory without the opt-in
         assert len(grid) == 3 and 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535
         assert len(block) == 3 and block[0] % 32 == 0 and 32 <= block[0] * block[1] * block[2] <= 1024
         assert len(args) == len(kernel.signature), kernel.name

@@ -41,6 +41,15 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                            (2, 512, 4096, "q4_1"), (8, 512, 4096, "q6_k"), (3, 512, 4096, "q8_0")):
             cases.append(Case(f"packed_{t} M={m} N={n} K={k}", (_randn(gen, m, k), random_packed(n, k, t, gen, "cuda"), None)))
         return cases
+    if op == "rms_norm_linear":  # llama3-8b qkv (q4_0, first layer: no residual) and gate_up (q4_k, GLU)
+        def norm_w(k):
+            return (1 + 0.1 * torch.randn(k, generator=gen)).half().cuda()
+        x, res = _randn(gen, 1, 4096), _randn(gen, 1, 4096)
+        return [Case("q4_0 M=1 N=6144 K=4096", (x, norm_w(4096), 1e-5, random_packed(6144, 4096, "q4_0", gen, "cuda"),
+                                                None, None, None)),
+                Case("q4_k M=1 N=28672 K=4096 res glu", (x, norm_w(4096), 1e-5,
+                                                         random_packed(28672, 4096, "q4_k", gen, "cuda"), res, None,
+                                                         "silu_and_mul"))]
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
     if op in ("silu_and_mul", "gelu_and_mul"):

@@ -35,13 +35,17 @@ def test_cpu_admits_the_torch_reference_everywhere_and_says_why_not_cuda():
     assert rep.device == "cpu" and rep.fake and not rep.failures
     assert {r.provider for r in rep.rows} == {"torch"} and {r.status for r in rep.rows} == {"admitted"}
     sites = {r.site for r in rep.rows}
-    assert {"input_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj",
-            "down_proj", "lm_head"} <= sites
-    norm = rows(rep, "input_norm")[0]  # the first layer's; the others come with the projections (Llama)
+    assert {"final_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj",
+            "down_proj", "lm_head"} <= sites and "input_norm" not in sites  # Llama: norms ride on qkv / gate_up
+    norm = rows(rep, "final_norm")[0]
     assert "device is cpu, not a CUDA GPU" in norm.refused["cuda"]
     assert "hidden=576" in norm.problem and norm.layers == []
-    assert {r.op for r in rows(rep, "o_proj") + rows(rep, "down_proj")} == {"linear_add_rms_norm"}
-    assert {r.op for r in rows(rep, "gate_up_proj")} == {"linear_silu_and_mul"}
+    assert {r.op for r in rows(rep, "o_proj") + rows(rep, "down_proj")} == {"linear"}
+    assert {r.op for r in rows(rep, "qkv_proj") + rows(rep, "gate_up_proj")} == {"rms_norm_linear"}
+    first = [r for r in rows(rep, "qkv_proj") if r.layers == [0]]  # the embedding: no residual to add yet
+    assert first and all("residual_dtype=" not in r.facts for r in first)
+    assert all("residual_dtype=float32" in r.facts for r in rows(rep, "gate_up_proj"))
+    assert all("act=silu_and_mul" in r.facts for r in rows(rep, "gate_up_proj"))
     assert all(r.layers == list(range(30)) for r in rows(rep, "down_proj"))
     table = rep.table()
     assert "admission for smollm2 on cpu" in table and "x cuda: device is cpu, not a CUDA GPU" in table
@@ -51,15 +55,15 @@ def test_sm70_and_sm90_route_fp16_ops_to_gpu_kernels_and_flag_reference_fallback
     route = route_for()
     for dev in ("sm70", "sm90"):
         rep = admit(route, fake_device(dev))
-        norm = rows(rep, "input_norm")[0]
+        norm = rows(rep, "final_norm")[0]
         assert norm.provider != "torch" and norm.status == "admitted" and f"[{dev}, float16" in norm.problem
-        for site in ("o_proj", "down_proj", "gate_up_proj"):  # the epilogue GEMV at one row, else unfused
+        for site in ("qkv_proj", "gate_up_proj"):  # the normed-input GEMV at one row, else unfused
             one = next(r for r in rows(rep, site) if "rows=1," in r.problem)
             many = next(r for r in rows(rep, site) if "rows=17+" in r.problem)
-            assert one.provider == "cuda_gemv_epilogue" and one.phases == ["decode"], (site, one)
-            assert many.provider == "unfused" and "M=17+" in " ".join(many.refused["cuda_gemv_epilogue"])
-        prefill = [r for r in rows(rep, "qkv_proj") if "prefill" in r.phases][0]
-        decode = [r for r in rows(rep, "qkv_proj") if r.phases == ["decode"] and "rows=1," in r.problem][0]
+            assert one.provider == "cuda_gemv_norm" and one.phases == ["decode"], (site, one)
+            assert many.provider == "unfused" and "M=17+" in " ".join(many.refused["cuda_gemv_norm"])
+        prefill = [r for r in rows(rep, "o_proj") if "prefill" in r.phases][0]
+        decode = [r for r in rows(rep, "o_proj") if r.phases == ["decode"] and "rows=1," in r.problem][0]
         assert decode.provider != "torch"  # the GEMV covers one row
         if prefill.provider == "torch":  # a GEMV-only route: prefill falls back, and the report says so
             assert prefill.status == "fallback" and "[reference fallback]" in rep.table()
@@ -88,9 +92,9 @@ def test_expect_refuses_when_another_provider_is_admitted():
     assert not route.strict  # expect alone checks only what it names
     rep = admit(route, fake_device("sm70"))
     assert rep.failures and all(f.startswith("profile.expect ") for f in rep.failures)
-    norm = next(f for f in rep.failures if f.startswith("profile.expect rms_norm=torch: input_norm"))
+    norm = next(f for f in rep.failures if f.startswith("profile.expect rms_norm=torch: final_norm"))
     assert "admits cuda on sm70 for rms_norm[sm70, float16, hidden=576" in norm
-    assert any(f.startswith("profile.expect linear@decode=torch: qkv_proj (decode)") for f in rep.failures)
+    assert any(f.startswith("profile.expect linear@decode=torch: o_proj (decode)") for f in rep.failures)
     assert not admit(route, fake_device("cpu")).failures  # met on the CPU
 
 
@@ -122,14 +126,14 @@ def test_ngram_speculation_adds_verify_problems():
                                       "kernels.disabled=[cuda]"])
 def test_kernel_overrides_change_what_is_admitted(override):
     rep = admit(route_for(override, "quant.resident=dequantized"), fake_device("sm70"))
-    norm = rows(rep, "input_norm")[0]
+    norm = rows(rep, "final_norm")[0]
     assert norm.provider == "torch"
     reasons = " ".join(" ".join(r) for r in norm.refused.values())
     if "disabled" in override:
         assert norm.refused["cuda"] == ["disabled by configuration"]
     else:
         assert "not tried: op pinned to torch" in reasons
-    head = next(r for r in rows(rep, "qkv_proj") if r.phases == ["decode"])  # dense weights, M = 1: the GEMV
+    head = next(r for r in rows(rep, "o_proj") if r.phases == ["decode"])  # dense weights, M = 1: the GEMV
     if "disabled" in override:  # disabling a provider name disables it for every op
         assert head.provider == "torch" and head.refused["cuda"] == ["disabled by configuration"]
     else:
@@ -139,7 +143,7 @@ def test_kernel_overrides_change_what_is_admitted(override):
 def test_priority_override_reorders_gpu_providers():
     def decode8(*extra):  # 8 sequences: the decode GEMM has M = 8, where the tensor-core GEMV pays
         rep = admit(route_for("scheduler.max_num_seqs=8", "quant.resident=dequantized", *extra), fake_device("sm70"))
-        return next(r for r in rows(rep, "qkv_proj") if "rows=8," in r.problem)
+        return next(r for r in rows(rep, "o_proj") if "rows=8," in r.problem)
 
     default, swapped = decode8(), decode8("+kernels.priority.linear=[cuda,cuda_hmma]")
     assert default.provider == "cuda_hmma" and swapped.provider == "cuda"
@@ -167,7 +171,7 @@ def test_the_same_overrides_reach_the_engines_registry():
 def test_a_pin_that_is_refused_is_an_error_that_refuses_the_start():
     route = route_for("kernels.rms_norm=cuda")  # pinned, but the CPU has no CUDA
     rep = admit(route, fake_device("cpu"))
-    norm = rows(rep, "input_norm")[0]
+    norm = rows(rep, "final_norm")[0]
     assert norm.status == "error" and norm.provider is None and "pinned provider 'cuda' refused" in norm.note
     with pytest.raises(SystemExit, match="kernels.pins.rms_norm"):
         check_startable(route, fake_device("cpu"))

@@ -51,13 +51,13 @@ def cuda_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def _launch(kernel: Kernel, grid, block, *args, device: torch.device) -> None:
+def _launch(kernel: Kernel, grid, block, *args, device: torch.device, smem: int = 0) -> None:
     idx = cuda_index(device)
     if idx == torch.cuda.current_device():
-        kernel(grid, block, *args, device=idx)
+        kernel(grid, block, *args, smem=smem, device=idx)
     else:
         with torch.cuda.device(idx):
-            kernel(grid, block, *args, device=idx)
+            kernel(grid, block, *args, smem=smem, device=idx)
 
 
 def _round32(n: int, lo: int = 32, hi: int = 1024) -> int:

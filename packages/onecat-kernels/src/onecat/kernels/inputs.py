@@ -125,26 +125,22 @@ def _fused_linear_cases(dtype, device, gen, shapes):
         yield f"{t} M={m} N={n} K={k}", x, w
 
 
-def linear_silu_and_mul(dtype, device, gen) -> list[Case]:
-    """[gate | up] projections: M = 1 in every packed format (the epilogue GEMV; odd row counts per
-    half), batches and a dense weight (the unfused route)."""
+def rms_norm_linear(dtype, device, gen) -> list[Case]:
+    """Normed projections: M = 1 in every packed format (the normed-input GEMV; with and without a
+    residual, a bias, the GLU with odd row counts per half, K not a multiple of the 128-thread
+    prologue), batches and a dense weight (the unfused route)."""
     shapes = [(1, 130, 512, "q4_0"), (1, 66, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 34, 256, "q6_k"),
-              (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 2 * 1536, 576, "q4_1"), (3, 64, 256, "q4_0"),
-              (20, 72, 512, "q4_k"), (2, 64, 96, "dense")]
-    return [Case(name, (x, w)) for name, x, w in _fused_linear_cases(dtype, device, gen, shapes)]
-
-
-def linear_add_rms_norm(dtype, device, gen) -> list[Case]:
-    """o_proj / down + residual + RMSNorm: M = 1 in every packed format, batches, a dense weight."""
-    shapes = [(1, 128, 512, "q4_0"), (1, 64, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 32, 256, "q6_k"),
-              (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 576, 1536, "q4_1"), (4, 64, 256, "q4_0"),
-              (2, 64, 96, "dense")]
+              (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 960, 576, "q4_1"), (1, 2 * 1536, 576, "q4_1"),
+              (1, 96, 4096, "q4_0"), (3, 64, 256, "q4_0"), (20, 72, 512, "q4_k"), (2, 64, 96, "dense")]
     cases = []
-    for name, x, w in _fused_linear_cases(dtype, device, gen, shapes):
-        n = w.shape[0]
-        res = _randn(gen, x.shape[0], n, dtype=dtype, device=device)
-        nw = (1 + 0.1 * torch.randn(n, generator=gen)).to(dtype).to(device)
-        cases.append(Case(name, (x, w, res, nw, 1e-5)))
+    for i, (name, x, w) in enumerate(_fused_linear_cases(dtype, device, gen, shapes)):
+        k = x.shape[-1]
+        nw = (1 + 0.1 * torch.randn(k, generator=gen)).to(dtype).to(device)
+        res = _randn(gen, *x.shape, dtype=dtype, device=device) if i % 3 != 1 else None
+        act = "silu_and_mul" if i % 2 == 0 and w.shape[0] % 2 == 0 else None
+        bias = _randn(gen, w.shape[0], dtype=dtype, device=device) if i % 4 == 3 and act is None else None
+        tag = f"{name}{' res' if res is not None else ''}{' glu' if act else ''}{' bias' if bias is not None else ''}"
+        cases.append(Case(tag, (x, nw, 1e-5, w, res, bias, act)))
     return cases
 
 

@@ -26,8 +26,7 @@ _TOLERANCES = {
     "silu_and_mul": _ELEMENTWISE,
     "gelu_and_mul": _ELEMENTWISE,
     "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
-    "linear_silu_and_mul": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
-    "linear_add_rms_norm": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "rms_norm_linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
@@ -42,8 +41,7 @@ for _name, _fn in [
     ("silu_and_mul", ref.silu_and_mul),
     ("gelu_and_mul", ref.gelu_and_mul),
     ("linear", ref.linear),
-    ("linear_silu_and_mul", ref.linear_silu_and_mul),
-    ("linear_add_rms_norm", ref.linear_add_rms_norm),
+    ("rms_norm_linear", ref.rms_norm_linear),
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
     ("argmax", ref.argmax),
@@ -111,19 +109,16 @@ def _params_linear(x, weight, bias=None):
                    weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None)
 
 
-def _params_linear_silu_and_mul(x, weight):
-    return _params_linear(x, weight)
-
-
-def _params_linear_add_rms_norm(x, weight, residual, norm_weight, eps):
-    """linear's facts plus the residual's and norm weight's (each N wide, contiguous, 16-byte aligned)."""
-    _, facts = _params_linear(x, weight)
-    n = weight.shape[0]
-    return x, dict(facts, residual_dtype=_dt(residual), norm_dtype=_dt(norm_weight),
-                   norm_layout_ok=residual.is_contiguous() and norm_weight.is_contiguous()
-                   and residual.shape[-1] == n and norm_weight.numel() == n
-                   and residual.numel() == x.numel() // max(1, x.shape[-1]) * n
-                   and residual.data_ptr() % 16 == 0 and norm_weight.data_ptr() % 16 == 0)
+def _params_rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    """linear's facts plus the norm's: the residual's and norm weight's dtypes, the activation, and
+    whether x, the residual and the norm weight are contiguous, 16-byte aligned, K wide."""
+    _, facts = _params_linear(x, weight, bias)
+    k = x.shape[-1]
+    return x, dict(facts, residual_dtype=_dt(residual) if residual is not None else None, norm_dtype=_dt(norm_weight),
+                   act=act, norm_layout_ok=x.is_contiguous() and norm_weight.is_contiguous()
+                   and norm_weight.numel() == k and norm_weight.data_ptr() % 16 == 0
+                   and (residual is None or (residual.is_contiguous() and residual.shape == x.shape
+                                             and residual.data_ptr() % 16 == 0)))
 
 
 def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
@@ -199,14 +194,10 @@ def linear(x, weight, bias=None):
     return _dispatch("linear", x, weight, bias)
 
 
-def linear_silu_and_mul(x, weight):
-    """silu(gate) * up of a [gate | up] projection (no bias)."""
-    return _dispatch("linear_silu_and_mul", x, weight)
-
-
-def linear_add_rms_norm(x, weight, residual, norm_weight, eps):
-    """A projection (no bias) added to the residual stream, then RMSNorm: (normed, new residual)."""
-    return _dispatch("linear_add_rms_norm", x, weight, residual, norm_weight, eps)
+def rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    """rms_norm (after adding the residual) then a projection (then silu_and_mul when act says so):
+    (y, new residual stream)."""
+    return _dispatch("rms_norm_linear", x, norm_weight, eps, weight, residual, bias, act)
 
 
 def rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,

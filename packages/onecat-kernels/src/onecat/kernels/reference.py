@@ -74,16 +74,22 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     return (F.gelu(x[..., :d].float(), approximate=approximate) * x[..., d:].float()).to(x.dtype)
 
 
-def linear_silu_and_mul(x: torch.Tensor, weight) -> torch.Tensor:
-    """silu_and_mul(linear(x, weight)): a [gate | up] projection (no bias) and its activation, the
-    projection's output rounded to x's dtype first."""
-    return silu_and_mul(linear(x, weight))
-
-
-def linear_add_rms_norm(x: torch.Tensor, weight, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float):
-    """rms_norm(linear(x, weight), norm_weight, eps, residual) -> (normed, new residual): a
-    projection (no bias) whose output joins the residual stream, then the next RMSNorm."""
-    return rms_norm(linear(x, weight), norm_weight, eps, residual)
+def rms_norm_linear(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight,
+                    residual: torch.Tensor | None = None, bias: torch.Tensor | None = None,
+                    act: str | None = None):
+    """A normed projection: h = rms_norm(x (+ residual)), y = linear(h, weight, bias), then
+    silu_and_mul(y) when act == "silu_and_mul". Returns (y, new residual stream): x + residual, or x
+    itself without a residual. The decode layer's qkv (input norm) and gate_up (post-attention norm)."""
+    if residual is None:
+        h, new_residual = rms_norm(x, norm_weight, eps), x
+    else:
+        h, new_residual = rms_norm(x, norm_weight, eps, residual)
+    y = linear(h, weight, bias)
+    if act is not None:
+        if act != "silu_and_mul":
+            raise ValueError(f"rms_norm_linear: activation {act!r} is not 'silu_and_mul' or None")
+        y = silu_and_mul(y)
+    return y, new_residual
 
 
 # A quantized weight that offers `select_rows` and sets `row_chunked_decode` is decoded for a few

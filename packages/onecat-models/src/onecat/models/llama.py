@@ -15,7 +15,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights, fused_linear, gate_up_act, matrix_shapes
+from .weight_map import HFNamedWeights, matrix_shapes, norm_fused_linear, norm_gate_up_act
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -53,8 +53,8 @@ class LlamaForCausalLM(HFNamedWeights):
 
     GGUF_TO_HF = GGUF_TO_HF
     MATRICES = ("qkv", "o_proj", "gate_up", "down")
-    # o_proj / down carry the residual add and the next RMSNorm, gate_up its activation (one op each;
-    # onecat.serve.admission plans the same calls)
+    # qkv and gate_up carry the residual add and the RMSNorm in front of them, gate_up its activation
+    # too; o_proj / down are plain projections (onecat.serve.admission plans the same calls)
     FUSED_PROJECTIONS = True
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
@@ -137,21 +137,20 @@ class LlamaForCausalLM(HFNamedWeights):
         T = input_ids.shape[0]
         h = self.embed_tokens(input_ids)
         neox = not s.rope_interleaved
-        # x: the normed input of the next block; each projection into the residual stream carries
-        # the add and the next RMSNorm (one op, fused for decode on the GPU)
-        residual, x = h, ops.rms_norm(h, self.layers[0].input_norm, s.rms_norm_eps)
-        next_norms = [layer.input_norm for layer in self.layers[1:]] + [self.norm]
-        for layer, next_norm, (k_cache, v_cache) in zip(self.layers, next_norms, kv_caches):
-            q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
+        # y: the output of the last projection into the residual stream, not yet added to it; each
+        # normed projection adds it and normalizes (one op, fused into the GEMV for decode on the GPU)
+        y, residual, eps = h, None, s.rms_norm_eps
+        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
+            (q, k, v), residual = norm_fused_linear(y, residual, layer.input_norm, eps, layer.qkv,
+                                                    [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
             q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
                                      md.slot_mapping)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window)
-            x, residual = ops.linear_add_rms_norm(o.reshape(T, s.q_size), layer.o_proj, residual,
-                                                  layer.post_attn_norm, s.rms_norm_eps)
-            x, residual = ops.linear_add_rms_norm(gate_up_act(x, layer.gate_up), layer.down, residual, next_norm,
-                                                  s.rms_norm_eps)
-        return x
+            y = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
+            a, residual = norm_gate_up_act(y, residual, layer.post_attn_norm, eps, layer.gate_up)
+            y = ops.linear(a, layer.down)
+        return ops.rms_norm(y, self.norm, eps) if residual is None else ops.rms_norm(y, self.norm, eps, residual)[0]
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return ops.linear(hidden, self.lm_head).float()

@@ -42,12 +42,28 @@ def gate_up_linear(x: torch.Tensor, weight) -> torch.Tensor:
     return torch.cat(fused_linear(x, weight, []), dim=-1) if isinstance(weight, tuple) else ops.linear(x, weight)
 
 
-def gate_up_act(x: torch.Tensor, weight) -> torch.Tensor:
-    """silu(gate) * up: one fused op for a fused [gate | up] matrix (the activations need not reach
-    memory), else the two matmuls and the activation."""
+def norm_fused_linear(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                      weight, sizes: list[int], bias: torch.Tensor | None = None):
+    """(parts of linear(rms_norm(x + residual)), new residual stream): one normed-projection op for
+    a fused matrix (the norm rides on the GEMV for decode), else the norm then the separate ones."""
     if isinstance(weight, tuple):
-        return ops.silu_and_mul(gate_up_linear(x, weight))
-    return ops.linear_silu_and_mul(x, weight)
+        h, residual = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
+            ops.rms_norm(x, norm_weight, eps, residual)
+        return fused_linear(h, weight, sizes, bias), residual
+    y, residual = ops.rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
+    return list(y.split(sizes, dim=-1)), residual
+
+
+def norm_gate_up_act(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                     weight):
+    """(silu(gate) * up of the normed x, new residual stream): one op for a fused [gate | up] matrix
+    (for decode: norm in front, activation behind, the [gate | up] activations never reach memory),
+    else the norm, the two matmuls and the activation."""
+    if isinstance(weight, tuple):
+        h, residual = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
+            ops.rms_norm(x, norm_weight, eps, residual)
+        return ops.silu_and_mul(gate_up_linear(h, weight)), residual
+    return ops.rms_norm_linear(x, norm_weight, eps, weight, residual, None, "silu_and_mul")
 
 
 def matrix_shapes(spec) -> dict[str, tuple[int, int]]:

@@ -163,9 +163,9 @@ class _PackedStandIn:
 
 
 def fuses_projections(architecture: str) -> bool:
-    """Whether the architecture's adapter calls ops.linear_add_rms_norm (o_proj / down_proj with the
-    residual add and the next RMSNorm) and ops.linear_silu_and_mul (gate_up_proj with its activation)
-    instead of the separate ops: its FUSED_PROJECTIONS flag (Llama-family adapters)."""
+    """Whether the architecture's adapter calls ops.rms_norm_linear (qkv_proj and gate_up_proj with
+    the residual add and RMSNorm in front, gate_up_proj with its activation too) instead of the
+    separate ops: its FUSED_PROJECTIONS flag (Llama-family adapters)."""
     from onecat.models.registry import resolve_adapter
 
     try:
@@ -217,11 +217,17 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
         kf = "dense" if fmt is None or resident else _kernel_format(fmt, kind)
         return _meta(n, kk, dtype=dt) if kf == "dense" else _PackedStandIn(kf, n, kk)
 
-    def add_norm(site: str, layers, n: int, kk: int, fmt: str | None) -> None:  # projection + residual + RMSNorm
+    def norm_linear(site: str, layers, n: int, kk: int, fmt: str | None, bias: bool = False,
+                    act: str | None = None) -> None:  # residual add + RMSNorm + projection (+ activation)
         w = weight_of(n, kk, fmt)
+        b = _meta(n, dtype=dt) if bias else None
+        # the first layer's qkv takes the embedding, with no residual yet (its gate_up has one)
+        first = [i for i in layers if i == 0] if site == "qkv_proj" else []
         for phase, rows in phases:
-            call("linear_add_rms_norm", site, layers, _meta(rows, kk, dtype=dt), w, _meta(rows, n, dtype=dt),
-                 _meta(n, dtype=dt), 1e-6, phase=phase)
+            for ls, res in ((first, None), ([i for i in layers if i not in first], _meta(rows, kk, dtype=dt))):
+                if ls:
+                    call("rms_norm_linear", site, ls, _meta(rows, kk, dtype=dt), _meta(kk, dtype=dt), 1e-6, w,
+                         res, b, act, phase=phase)
 
     H, D, f = s.hidden_size, s.head_dim, route.formats
     res_dt = "float32" if s.fp32_residual and dt == "float16" else dt
@@ -229,9 +235,7 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
     by_type: dict[str, list[int]] = {}
     for i, t in enumerate(s.layer_types):
         by_type.setdefault(t, []).append(i)
-    if fused:  # the first layer's input norm (the others' come with down_proj, the post-attention one with o_proj)
-        norm("input_norm", [], H, False)
-    else:
+    if not fused:  # else the norms come with qkv_proj (input) and gate_up_proj (post-attention)
         norm("input_norm", [0] if s.num_layers else [], H, False)
         norm("input_norm", range(1, s.num_layers), H, True, x_dtype=res_dt)
         norm("post_attn_norm", range(s.num_layers), H, True, x_dtype=res_dt)
@@ -239,7 +243,10 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
     if attn:
         hq, hk = s.num_heads // tp, s.kv_heads_per_rank(tp)
         q = hq * D * (2 if s.attn_output_gate else 1)
-        linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias)
+        if fused:
+            norm_linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias)
+        else:
+            linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias)
         if s.qk_norm:
             norm("q_norm", attn, D, False)
             norm("k_norm", attn, D, False)
@@ -262,10 +269,7 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
             for phase, mq in attn_phases:
                 call("paged_attention", "attention", layers, _meta(2, hq, D, dtype=dt), cache, cache,
                      SimpleNamespace(max_query_len=mq), D ** -0.5, window, None, *fp8, phase=phase)
-        if fused:
-            add_norm("o_proj", attn, H, hq * D, wfmt)
-        else:
-            linear("o_proj", attn, H, hq * D, wfmt)
+        linear("o_proj", attn, H, hq * D, wfmt)
     gdn = by_type.get("linear_attention", [])
     if gdn:
         kd, vd = s.gdn_key_heads * s.gdn_key_dim, s.gdn_value_heads * s.gdn_value_dim
@@ -291,20 +295,14 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
     else:
         I = s.intermediate_size // tp
         if fused and act == "silu_and_mul":
-            w = weight_of(2 * I, H, wfmt)
-            for phase, rows in phases:
-                call("linear_silu_and_mul", "gate_up_proj", layers, _meta(rows, H, dtype=dt), w, phase=phase)
+            norm_linear("gate_up_proj", layers, 2 * I, H, wfmt, act=act)
         else:
             linear("gate_up_proj", layers, 2 * I, H, wfmt)
             call(act, "mlp_act", layers, _meta(2, 2 * I, dtype=dt), *act_args)
-        if fused:
-            add_norm("down_proj", layers, H, I, wfmt)
-        else:
-            linear("down_proj", layers, H, I, wfmt)
+        linear("down_proj", layers, H, I, wfmt)
     if tp > 1:
         missing("all_reduce", "tp_all_reduce", layers, dict(ranks=tp, dtype=dt))
-    if not fused:  # else the last down_proj's
-        norm("final_norm", [], H, True, x_dtype=res_dt)
+    norm("final_norm", [], H, True, x_dtype=res_dt)
     linear("lm_head", [], s.vocab_size // tp, H, f.get("lm_head"))
     if c.spec.method == "dflash":
         missing("dflash_draft", "draft", [], dict(block=k + 1, top_k=c.spec.top_k, kv_dtype=c.spec.draft_kv_dtype))

@@ -20,75 +20,79 @@
 //    16 |x| for q8_0: finite below |x| = 4K), one convert, one FFMA with the fp32 block scale.
 //    M > 1: 4 HFMA2 per 8 weights and row of x, then fp32. Formats with a min/offset (q4_1, q4_k)
 //    add coef * sum(x) per chunk.
-//  * Epilogues (M = 1 kernels, EPI): EPI_GLU computes [gate | up] rows in pairs (a warp's first R / 2
-//    rows from the gate half, the rest the same rows of the up half) and writes silu(gate) * up;
-//    EPI_NORM writes y, and the last block to finish (a counter, re-armed by that block) adds the
-//    residual and RMS-normalizes the whole row: the decode layer's o_proj / down + residual +
-//    RMSNorm in one launch.
+//  * RMSNorm in front, GLU behind (M = 1 kernels; the decode layer's normed projections): NORM_IN
+//    kernels take the un-normed x (plus the residual) and build the normalized vector in shared
+//    memory in every block (gemv_norm_input: a K-wide read and one block reduction, while the first
+//    weight chunks load), so the norm costs no launch of its own and the projection into the
+//    residual stream (o_proj / down) stays a plain GEMV; EPI_GLU computes [gate | up] rows in pairs
+//    (a warp's first R / 2 rows from the gate half, the rest the same rows of the up half) and
+//    writes silu(gate) * up.
 #include "packed_formats.cuh"
 
-enum { EPI_NONE = 0, EPI_GLU = 1, EPI_NORM = 2 };
-struct GemvEpi {  // EPI_NORM's operands (unused otherwise)
-  __half* h_out;       // [N] rms_norm(y + res) * norm_w
-  __half* res_out;     // [N] y + res (the new residual stream)
-  const __half* res;   // [N]
-  const __half* norm_w;
-  int* counter;        // zero before the launch, zero after it
+enum { EPI_NONE = 0, EPI_GLU = 1 };
+struct GemvNormIn {  // the RMSNorm in front of a NORM_IN GEMV (unused otherwise)
+  const __half* res;     // [K] residual added to x first, or null
+  const __half* norm_w;  // [K]
+  __half* res_out;       // [K] x + res (the new residual stream), written by block 0; null without res
   float eps;
 };
 
-// EPI_NORM's tail: every block counts itself done once its y is visible; the last one computes
-// r = fp16(y + res) (as rms_norm's kernel: in FP32, rounded), r -> res_out, and
-// h = r * rsqrt(mean(r^2) + eps) * w -> h_out. N % 8 == 0. Not inlined, scalar arguments: the GEMV's
-// registers are dead here.
-__device__ __noinline__ void gemv_add_rms_norm_tail(__half* __restrict__ h_out, __half* __restrict__ res_out,
-                                                    const __half* y, const __half* __restrict__ res,
-                                                    const __half* __restrict__ w, int n, float eps, int* counter) {
-  __shared__ int is_last;
+// x (chunk c's 32 halves are uint4s 4c..4c+3) sits in shared memory with uint4 s of chunk c at
+// 4c + (s ^ ((c >> 1) & 3)): the 8 lanes of a 128-bit access phase (chunks c..c+7, one s) then hit
+// 8 distinct 16-byte bank groups, and so do 8 consecutive uint4 stores.
+ONECAT_DEVICE int xs_slot(int j) { return j ^ ((j >> 3) & 3); }
+
+// NORM_IN's prologue (every block, all threads): xs = fp16(r * rsqrt(mean(r^2) + eps) * w) with
+// r = fp16(x + res) (or x), the arithmetic of rms_norm.cu's kernel (FP32, r rounded to fp16 before
+// its square), so the GEMV sees what rms_norm then linear would feed it. Block 0 also writes r out.
+// K % 8 == 0. Inlined: the block's first weight loads are in flight in registers across it.
+ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, const __half* __restrict__ res,
+                                             __half* __restrict__ res_out, const __half* __restrict__ w, int k,
+                                             float eps) {
   __shared__ float red[32];
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    is_last = atomicAdd(counter, 1) == (int)gridDim.x - 1;
-    if (is_last) *counter = 0;
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
   float ss = 0.f;
-  for (int i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
-    float a[8], b[8];
-    Half8 yv;
-    yv.u = __ldcg(reinterpret_cast<const uint4*>(y + i));  // written by other blocks: not through L1
-    load_vec<8>(yv.h, a);
-    load_vec<8>(res + i, b);
+  for (int j = threadIdx.x; j < k >> 3; j += blockDim.x) {
+    Half8 v;
+    v.u = __ldg(reinterpret_cast<const uint4*>(x) + j);
+    float a[8];
+    load_vec<8>(v.h, a);
+    if (res) {
+      float b[8];
+      load_vec<8>(res + 8 * j, b);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      a[j] = __half2float(__float2half_rn(a[j] + b[j]));
-      ss += a[j] * a[j];
+      for (int i = 0; i < 8; ++i) a[i] += b[i];
+      store_vec<8>(v.h, a);  // rounded to fp16, as the residual stream is
+      load_vec<8>(v.h, a);
+      if (blockIdx.x == 0) reinterpret_cast<uint4*>(res_out)[j] = v.u;
     }
-    store_vec<8>(res_out + i, a);
-  }
-  const float scale = rsqrtf(block_sum(ss, red) / n + eps);
-  for (int i = threadIdx.x * 8; i < n; i += blockDim.x * 8) {
-    float a[8], g[8];
-    load_vec<8>(res_out + i, a);  // this thread's own stores
-    load_vec<8>(w + i, g);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) a[j] = (a[j] * scale) * g[j];
-    store_vec<8>(h_out + i, a);
+    for (int i = 0; i < 8; ++i) ss += a[i] * a[i];
+    xs[xs_slot(j)] = v.u;
   }
+  const float scale = rsqrtf(block_sum(ss, red) / k + eps);
+  for (int j = threadIdx.x; j < k >> 3; j += blockDim.x) {  // this thread's own slots: no barrier
+    Half8 v;
+    v.u = xs[xs_slot(j)];
+    float a[8], g[8];
+    load_vec<8>(v.h, a);
+    load_vec<8>(w + 8 * j, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) a[i] = (a[i] * scale) * g[i];
+    store_vec<8>(v.h, a);
+    xs[xs_slot(j)] = v.u;
+  }
+  __syncthreads();
 }
 
 // M = 1: a warp owns R whole rows (no shared memory, no block barrier); lane l takes the chunks
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
-template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE>
+template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
-                          int N, int K, int gchunks, const GemvEpi& e = GemvEpi{}) {
+                          int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{}) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
@@ -98,10 +102,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
   const int n0 = (blockIdx.x * (4 / KS) + warp / KS) * RO;
-  if (KS == 1 && n0 >= nout) {
-    if constexpr (EPI == EPI_NORM) gemv_add_rms_norm_tail(e.h_out, e.res_out, out, e.res, e.norm_w, N, e.eps, e.counter);
-    return;
-  }
+  if (!NORM_IN && KS == 1 && n0 >= nout) return;  // (NORM_IN: every thread takes the prologue's barriers)
   const int nch = K >> 5;
   i64 row[R];
   float acc[R];
@@ -123,7 +124,16 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
         for (int r = 0; r < R; ++r) load_chunk<F>(ck[u][r], q, qh, meta, row[r], c, nch, gchunks);
     }
   };
-  load(cur, 32 * U * kw);
+  // NORM_IN: the first weight chunks load during the prologue (except q6_k with the GLU, where
+  // holding them across it spills on sm_70)
+  constexpr bool LOAD_FIRST = !(NORM_IN && F == F_Q6_K && EPI == EPI_GLU);
+  if (LOAD_FIRST) load(cur, 32 * U * kw);
+  extern __shared__ uint4 xs[];  // NORM_IN: the normalized x, K / 8 uint4 (dynamic shared memory)
+  if constexpr (NORM_IN) {
+    gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);
+    if (KS == 1 && n0 >= nout) return;
+  }
+  if (!LOAD_FIRST) load(cur, 32 * U * kw);
   for (int base = 32 * U * kw; base < nch; base += STEP) {
     if (PF && base + STEP < nch) load(nxt, base + STEP);
 #pragma unroll
@@ -132,7 +142,8 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       if (c < nch) {
         Half8 xv[4];
 #pragma unroll
-        for (int s = 0; s < 4; ++s) xv[s].u = __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
+        for (int s = 0; s < 4; ++s)
+          xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
         float sx = 0.f;
         if constexpr (SUMX) {
 #pragma unroll
@@ -207,7 +218,6 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       }
     }
   }
-  if constexpr (EPI == EPI_NORM) gemv_add_rms_norm_tail(e.h_out, e.res_out, out, e.res, e.norm_w, N, e.eps, e.counter);
 }
 
 template <int F, int MT, int R>
@@ -315,20 +325,22 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
 // and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
-// M = 1 with an epilogue (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_glu / _norm): the shapes gemv_m1_shape picks
-// for gate_up and for o_proj / down.
-#define GEMV_ROWS_EPI(NAME, F, R, U, PF, KS, SFX)                                                  \
-  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_glu( \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
-      const unsigned char* meta, int N, int K, int gchunks) {                                      \
-    gemv_rows<F, R, U, PF, KS, EPI_GLU>(out, x, q, qh, meta, nullptr, N, K, gchunks);              \
-  }                                                                                                \
-  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_norm( \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
-      const unsigned char* meta, int N, int K, int gchunks, __half* h_out, __half* res_out,        \
-      const __half* res, const __half* norm_w, int* counter, float eps) {                          \
-    const GemvEpi e{h_out, res_out, res, norm_w, counter, eps};                                    \
-    gemv_rows<F, R, U, PF, KS, EPI_NORM>(out, x, q, qh, meta, nullptr, N, K, gchunks, e);          \
+// M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn, and _rn_glu with the GLU
+// epilogue): the shapes gemv_m1_shape picks for qkv and gate_up. Dynamic shared memory: K * 2 bytes.
+#define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX)                                                        \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(        \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
+      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
+      const __half* norm_w, __half* res_out, float eps) {                                                \
+    gemv_rows<F, R, U, PF, KS, EPI_NONE, true>(out, x, q, qh, meta, bias, N, K, gchunks,                 \
+                                               GemvNormIn{res, norm_w, res_out, eps});                   \
+  }                                                                                                      \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu(    \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
+      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
+      const __half* norm_w, __half* res_out, float eps) {                                                \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,               \
+                                              GemvNormIn{res, norm_w, res_out, eps});                    \
   }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \
@@ -346,15 +358,15 @@ GEMV_PACKED_ALL(q8_0, F_Q8_0)
 GEMV_PACKED_ALL(q4_k, F_Q4_K)
 GEMV_PACKED_ALL(q6_k, F_Q6_K)
 GEMV_PACKED_ALL(awq, F_AWQ)
-// epilogue kernels: the shapes cuda_ops.gemv_m1_shape can return per format
-GEMV_ROWS_EPI(q4_0, F_Q4_0, 4, 1, false, 2, n)
-GEMV_ROWS_EPI(q4_0, F_Q4_0, 4, 1, false, 1, n)
-GEMV_ROWS_EPI(q4_1, F_Q4_1, 4, 1, false, 2, n)
-GEMV_ROWS_EPI(q4_1, F_Q4_1, 4, 1, false, 1, n)
-GEMV_ROWS_EPI(awq, F_AWQ, 4, 1, false, 2, n)
-GEMV_ROWS_EPI(awq, F_AWQ, 4, 1, false, 1, n)
-GEMV_ROWS_EPI(q8_0, F_Q8_0, 4, 1, false, 2, n)
-GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, true, 2, )
-GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, true, 1, )
-GEMV_ROWS_EPI(q4_k, F_Q4_K, 4, 1, false, 1, n)
-GEMV_ROWS_EPI(q6_k, F_Q6_K, 2, 1, true, 1, )
+// normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format
+GEMV_ROWS_RN(q4_0, F_Q4_0, 4, 1, false, 2, n)
+GEMV_ROWS_RN(q4_0, F_Q4_0, 4, 1, false, 1, n)
+GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)
+GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 1, n)
+GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 2, n)
+GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 1, n)
+GEMV_ROWS_RN(q8_0, F_Q8_0, 4, 1, false, 2, n)
+GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, true, 2, )
+GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, true, 1, )
+GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, false, 1, n)
+GEMV_ROWS_RN(q6_k, F_Q6_K, 2, 1, true, 1, )

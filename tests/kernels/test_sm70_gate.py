@@ -29,7 +29,8 @@ VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v
               *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
 VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
 VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}
-VECTORIZED |= {k.name for k in [*linear_fused_ops._PLAIN.values(), *linear_fused_ops._GLU.values()]}
+VECTORIZED |= {k.name for k in [*linear_fused_ops._PLAIN.values(), *linear_fused_ops._GLU.values(),
+                                  *linear_fused_ops._ROPE.values()]}
 VECTORIZED |= {"sample_f16_v8", "sample_f32_v4", "rotary_cache_neox_v8", "rotary_cache_gptj_v8"} | GEMM
 
 

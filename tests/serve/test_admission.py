@@ -35,13 +35,14 @@ def test_cpu_admits_the_torch_reference_everywhere_and_says_why_not_cuda():
     assert rep.device == "cpu" and rep.fake and not rep.failures
     assert {r.provider for r in rep.rows} == {"torch"} and {r.status for r in rep.rows} == {"admitted"}
     sites = {r.site for r in rep.rows}
-    assert {"final_norm", "qkv_proj", "rope_kv_write", "attention", "o_proj", "gate_up_proj",
-            "down_proj", "lm_head"} <= sites and "input_norm" not in sites  # Llama: norms ride on qkv / gate_up
+    assert {"final_norm", "qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "lm_head"} <= sites
+    assert not {"input_norm", "rope_kv_write"} & sites  # Llama: norms, rotary and cache write ride on qkv / gate_up
     norm = rows(rep, "final_norm")[0]
     assert "device is cpu, not a CUDA GPU" in norm.refused["cuda"]
     assert "hidden=576" in norm.problem and norm.layers == []
     assert {r.op for r in rows(rep, "o_proj") + rows(rep, "down_proj")} == {"linear"}
-    assert {r.op for r in rows(rep, "qkv_proj") + rows(rep, "gate_up_proj")} == {"rms_norm_linear"}
+    assert {r.op for r in rows(rep, "qkv_proj")} == {"rms_norm_qkv_rotary_cache"}
+    assert {r.op for r in rows(rep, "gate_up_proj")} == {"rms_norm_linear"}
     first = [r for r in rows(rep, "qkv_proj") if r.layers == [0]]  # the embedding: no residual to add yet
     assert first and all("residual_dtype=" not in r.facts for r in first)
     assert all("residual_dtype=float32" in r.facts for r in rows(rep, "gate_up_proj"))
@@ -101,10 +102,13 @@ def test_expect_refuses_when_another_provider_is_admitted():
 def test_kv_override_changes_what_is_admitted():
     default = admit(route_for(), fake_device("sm70"))
     fp8 = admit(route_for("kv=fp8_e4m3"), fake_device("sm70"))
-    a, b = rows(default, "rope_kv_write")[0], rows(fp8, "rope_kv_write")[0]
+    def decode_qkv(rep):
+        return next(r for r in rows(rep, "qkv_proj") if "rows=1," in r.problem and r.layers != [0])
+
+    a, b = decode_qkv(default), decode_qkv(fp8)
     assert "kv_dtype=float16" in a.problem and "kv_dtype=float8_e4m3fn" in b.problem
-    assert a.provider == "cuda_fused" and b.provider == "unfused"  # rope and the FP8 cache write as separate kernels
-    assert "float8_e4m3fn" in " ".join(b.refused.get("cuda_fused", []))  # the fused FP16 kernel refuses FP8
+    assert a.provider == "cuda_gemv_norm" and b.provider == "unfused"  # the FP8 cache write in its own kernels
+    assert "float8_e4m3fn" in " ".join(b.refused.get("cuda_gemv_norm", []))  # the fused FP16 epilogue refuses FP8
     att = {r.problem for r in rows(fp8, "attention")}
     assert all("kv_dtype=float8_e4m3fn" in p for p in att)
     route = route_for("kv=fp8_e4m3")

@@ -164,6 +164,37 @@ def rotary_and_cache(dtype, device, gen) -> list[Case]:
     return cases
 
 
+def rms_norm_qkv_rotary_cache(dtype, device, gen) -> list[Case]:
+    """An attention layer's input: M = 1 in packed formats (the normed-input GEMV with rotary and the
+    cache write; GPT-J and NeoX, partial rotary, a bias, a padding slot, no residual), a batch and a
+    dense weight (the unfused route)."""
+    cases = []
+    for t, hq, hk, d, r, neox, fmt, extra in [
+            (1, 9, 3, 64, 64, False, "q4_1", "res"), (1, 8, 2, 128, 128, False, "q4_0", ""),
+            (1, 4, 2, 128, 64, False, "q4_k", "res bias"), (1, 6, 2, 64, 64, False, "q8_0", "res pad"),
+            (1, 4, 1, 64, 32, False, "q6_k", "res"), (1, 4, 2, 128, 128, False, "awq", "res"),
+            (1, 8, 2, 64, 64, True, "q4_0", "res"), (3, 9, 3, 64, 64, False, "q4_1", "res"),
+            (2, 4, 2, 32, 32, False, "dense", "res")]:
+        n, k = (hq + 2 * hk) * d, 512
+        x = _randn(gen, t, k, dtype=dtype, device=device)
+        w = (_randn(gen, n, k, dtype=dtype, device=device, scale=1 / math.sqrt(k)) if fmt == "dense"
+             else random_packed(n, k, fmt, gen, device))
+        nw = (1 + 0.1 * torch.randn(k, generator=gen)).to(dtype).to(device)
+        res = _randn(gen, t, k, dtype=dtype, device=device) if "res" in extra else None
+        bias = _randn(gen, n, dtype=dtype, device=device) if "bias" in extra else None
+        pos = torch.randint(0, _MAX_POS, (t,), generator=gen).to(device)
+        nb, bs = 5, 16
+        kc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        vc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        slots = torch.randperm(nb * bs, generator=gen)[:t]
+        if "pad" in extra:
+            slots[0] = -1  # padding: q rotated, caches untouched
+        label = f"{fmt} M={t} Hq={hq} Hk={hk} D={d} r={r} {'neox' if neox else 'gptj'} {extra}".rstrip()
+        cases.append(Case(label, (x, nw, 1e-5, w, res, bias, pos, d, _cos_sin(d, r).to(device), neox, kc, vc,
+                                  slots.to(device), hq, hk)))
+    return cases
+
+
 def reshape_and_cache(dtype, device, gen) -> list[Case]:
     cases = []
     for t, hk, d, fused in [(5, 2, 128, False), (3, 8, 64, True), (4, 1, 36, False), (1, 4, 128, True)]:

@@ -1,15 +1,18 @@
-"""Providers of the decode layer's normed projection, `rms_norm_linear` (semantics:
+"""Providers of the decode layer's normed projections, `rms_norm_linear` (semantics:
 reference.rms_norm_linear: rms_norm (after the residual add), then linear, then optionally
-silu_and_mul):
+silu_and_mul) and `rms_norm_qkv_rotary_cache` (rms_norm_linear onto [q | k | v], then
+rotary_and_cache):
 
 * `cuda_gemv_norm`: the packed M = 1 GEMV (csrc/gemv_packed.cu, the shape cuda_ops.gemv_m1_shape
   picks) with the RMSNorm in front: every block adds the residual, reduces the sum of squares and
   writes the normalized x into its shared memory while its first weight chunks load, block 0 writes
   the new residual stream; the gate_up form also has the GLU behind (a warp computes gate rows and the
-  same rows of up and writes silu(gate) * up). One launch where the unfused route takes two or three,
-  and the projection that feeds the residual stream (o_proj / down) stays a plain GEMV.
-* `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul), each through its own admitted provider
-  (the GPU route for batches, other formats and dense weights).
+  same rows of up and writes silu(gate) * up); the qkv form rotates q and k (GPT-J pairs: adjacent
+  rows, whole in one lane) and writes k and v into the FP16 paged cache. One launch where the unfused
+  route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
+  a plain GEMV.
+* `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
+  its own admitted provider (the GPU route for batches, other formats and dense weights).
 * the torch reference everywhere else (the CPU route).
 """
 
@@ -30,6 +33,8 @@ _PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[
           for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS)
         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
+_ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope", _ARGS + "pppppiiii")
+         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
 
@@ -55,6 +60,21 @@ def supports_gemv_norm(p: Problem) -> list[str]:
     return r
 
 
+def supports_gemv_norm_rope(p: Problem) -> list[str]:
+    """The normed-input GEMV's conditions, plus GPT-J rotary and an FP16 cache write in its epilogue."""
+    r = supports_gemv_norm(p)
+    d, rd = p.param("head_dim"), p.param("rotary_dim")
+    _need(r, not p.param("neox"), "NeoX rotary: its pairs (i, i + rot / 2) are not adjacent rows of one warp")
+    _need(r, d % 2 == 0 and rd % 2 == 0 and rd <= d, f"head_dim {d} / rotary_dim {rd}: odd, or rotary_dim > head_dim")
+    _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
+    _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
+          f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
+    _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
+    _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
+          "or the weight's rows not (Hq + 2 Hk) x D")
+    return r
+
+
 def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
@@ -73,6 +93,33 @@ def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, 
     return out, res_out
 
 
+def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
+                                   is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
+    n, k = weight.shape[0], x.shape[-1]
+    shape = gemv_m1_shape(weight.kind, n, k)
+    q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
+    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
+    blocks = -(-n // gemv_m1_rows_per_block(shape[0], shape[2]))
+    cuda_ops._launch(_ROPE[(weight.kind, shape)], (blocks, 1, 1), (128, 1, 1),
+                     q.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
+                     _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
+                     _ptr(res_out) if residual is not None else 0, float(eps), positions.data_ptr(),
+                     slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
+                     num_heads * head_dim, num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1],
+                     device=x.device, smem=k * 2)
+    return q, res_out
+
+
+def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,
+                                      cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                      num_kv_heads):
+    from . import ops
+    y, res_out = ops.rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
+    q, k, v = y.split([num_heads * head_dim, num_kv_heads * head_dim, num_kv_heads * head_dim], dim=-1)
+    return ops.rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache,
+                                slot_mapping), res_out
+
+
 def rms_norm_linear_unfused(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
     from . import ops
     if residual is None:
@@ -84,7 +131,10 @@ def rms_norm_linear_unfused(x, norm_weight, eps, weight, residual=None, bias=Non
 
 
 def register(reg: KernelRegistry) -> None:
-    op = "rms_norm_linear"
-    reg.register(Provider("cuda_gemv_norm", op, rms_norm_linear_cuda, available=available, supports=supports_gemv_norm))
-    reg.register(Provider("unfused", op, rms_norm_linear_unfused, supports=supports_unfused))
-    reg.priority.setdefault(op, ["cuda_gemv_norm", "unfused"])
+    for op, fused, unfused, supports in (
+            ("rms_norm_linear", rms_norm_linear_cuda, rms_norm_linear_unfused, supports_gemv_norm),
+            ("rms_norm_qkv_rotary_cache", rms_norm_qkv_rotary_cache_cuda, rms_norm_qkv_rotary_cache_unfused,
+             supports_gemv_norm_rope)):
+        reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
+        reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
+        reg.priority.setdefault(op, ["cuda_gemv_norm", "unfused"])

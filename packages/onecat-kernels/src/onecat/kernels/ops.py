@@ -27,12 +27,14 @@ _TOLERANCES = {
     "gelu_and_mul": _ELEMENTWISE,
     "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "rms_norm_linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "rms_norm_qkv_rotary_cache": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
 }
 _OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]],
-            "rotary_and_cache": lambda case, result: [result, case.args[7], case.args[8]]}
+            "rotary_and_cache": lambda case, result: [result, case.args[7], case.args[8]],
+            "rms_norm_qkv_rotary_cache": lambda case, result: [*result, case.args[10], case.args[11]]}
 
 for _name, _fn in [
     ("rms_norm", ref.rms_norm),
@@ -42,6 +44,7 @@ for _name, _fn in [
     ("gelu_and_mul", ref.gelu_and_mul),
     ("linear", ref.linear),
     ("rms_norm_linear", ref.rms_norm_linear),
+    ("rms_norm_qkv_rotary_cache", ref.rms_norm_qkv_rotary_cache),
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
     ("argmax", ref.argmax),
@@ -121,6 +124,21 @@ def _params_rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=Non
                                              and residual.data_ptr() % 16 == 0)))
 
 
+def _params_rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bias, positions, head_dim,
+                                      cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                      num_kv_heads):
+    """rms_norm_linear's facts plus the rotary's and the cache write's."""
+    _, facts = _params_rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
+    kv = num_kv_heads * head_dim
+    return x, dict(facts, head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1], neox=bool(is_neox),
+                   cache_dtype=_dt(cos_sin_cache), pos_dtype=_dt(positions), kv_dtype=_dt(key_cache),
+                   slot_dtype=_dt(slot_mapping), heads=(num_heads, num_kv_heads),
+                   cache_layout_ok=key_cache.is_contiguous() and value_cache.is_contiguous()
+                   and value_cache.dtype == key_cache.dtype and key_cache.shape[2] * key_cache.shape[3] == kv
+                   and weight.shape[0] == (num_heads + 2 * num_kv_heads) * head_dim
+                   and cos_sin_cache.is_contiguous() and positions.is_contiguous() and slot_mapping.is_contiguous())
+
+
 def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
     inner = all(t.dim() == 3 and t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (key, value))
     return key, dict(kv_dtype=_dt(key_cache), head_dim=key.shape[-1], value_dtype=_dt(value),
@@ -198,6 +216,13 @@ def rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=N
     """rms_norm (after adding the residual) then a projection (then silu_and_mul when act says so):
     (y, new residual stream)."""
     return _dispatch("rms_norm_linear", x, norm_weight, eps, weight, residual, bias, act)
+
+
+def rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
+                              is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
+    """rms_norm_linear onto [q | k | v], then rotary_and_cache: (rotated q, new residual stream)."""
+    return _dispatch("rms_norm_qkv_rotary_cache", x, norm_weight, eps, weight, residual, bias, positions, head_dim,
+                     cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads)
 
 
 def rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,

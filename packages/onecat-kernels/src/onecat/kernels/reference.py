@@ -92,6 +92,20 @@ def rms_norm_linear(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, weig
     return y, new_residual
 
 
+def rms_norm_qkv_rotary_cache(x: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight,
+                              residual: torch.Tensor | None, bias: torch.Tensor | None, positions: torch.Tensor,
+                              head_dim: int, cos_sin_cache: torch.Tensor, is_neox: bool, key_cache: torch.Tensor,
+                              value_cache: torch.Tensor, slot_mapping: torch.Tensor, num_heads: int,
+                              num_kv_heads: int):
+    """An attention layer's input as one op: rms_norm_linear onto [q | k | v] (num_heads and
+    num_kv_heads heads of head_dim), then rotary_and_cache. Returns (rotated q [T, Hq*D], new
+    residual stream)."""
+    y, new_residual = rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
+    q, k, v = y.split([num_heads * head_dim, num_kv_heads * head_dim, num_kv_heads * head_dim], dim=-1)
+    q = rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping)
+    return q, new_residual
+
+
 # A quantized weight that offers `select_rows` and sets `row_chunked_decode` is decoded for a few
 # rows of x (decode) in blocks of about this many weights, each used while it is still in cache.
 _ROW_CHUNK_WEIGHTS = 1 << 18

@@ -141,10 +141,16 @@ class LlamaForCausalLM(HFNamedWeights):
         # normed projection adds it and normalizes (one op, fused into the GEMV for decode on the GPU)
         y, residual, eps = h, None, s.rms_norm_eps
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
-            (q, k, v), residual = norm_fused_linear(y, residual, layer.input_norm, eps, layer.qkv,
-                                                    [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
-            q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
-                                     md.slot_mapping)
+            if isinstance(layer.qkv, tuple):  # q / k / v in different formats: separate projections
+                (q, k, v), residual = norm_fused_linear(y, residual, layer.input_norm, eps, layer.qkv,
+                                                        [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
+                q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
+                                         md.slot_mapping)
+            else:  # norm, projection, rotary and cache write: one op (one launch for decode on the GPU)
+                q, residual = ops.rms_norm_qkv_rotary_cache(y, layer.input_norm, eps, layer.qkv, residual,
+                                                            layer.qkv_bias, positions, s.head_dim, self.cos_sin,
+                                                            neox, k_cache, v_cache, md.slot_mapping, s.num_heads,
+                                                            s.num_kv_heads)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window)
             y = ops.linear(o.reshape(T, s.q_size), layer.o_proj)

@@ -218,14 +218,19 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
         return _meta(n, kk, dtype=dt) if kf == "dense" else _PackedStandIn(kf, n, kk)
 
     def norm_linear(site: str, layers, n: int, kk: int, fmt: str | None, bias: bool = False,
-                    act: str | None = None) -> None:  # residual add + RMSNorm + projection (+ activation)
+                    act: str | None = None, rope=None) -> None:
+        """residual add + RMSNorm + projection (+ activation), or with `rope` (rows -> the rotary and
+        cache arguments) the attention input's rms_norm_qkv_rotary_cache."""
         w = weight_of(n, kk, fmt)
         b = _meta(n, dtype=dt) if bias else None
         # the first layer's qkv takes the embedding, with no residual yet (its gate_up has one)
         first = [i for i in layers if i == 0] if site == "qkv_proj" else []
         for phase, rows in phases:
             for ls, res in ((first, None), ([i for i in layers if i not in first], _meta(rows, kk, dtype=dt))):
-                if ls:
+                if ls and rope:
+                    call("rms_norm_qkv_rotary_cache", site, ls, _meta(rows, kk, dtype=dt), _meta(kk, dtype=dt), 1e-6,
+                         w, res, b, *rope(rows), phase=phase)
+                elif ls:
                     call("rms_norm_linear", site, ls, _meta(rows, kk, dtype=dt), _meta(kk, dtype=dt), 1e-6, w,
                          res, b, act, phase=phase)
 
@@ -243,20 +248,26 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
     if attn:
         hq, hk = s.num_heads // tp, s.kv_heads_per_rank(tp)
         q = hq * D * (2 if s.attn_output_gate else 1)
-        if fused:
-            norm_linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias)
+        bs = c.kv.block_size
+        cache = _meta(2, bs, hk, D, dtype=kv_dt)
+        cos_sin = _meta(2, s.rotary_dim or D, dtype="float32")
+        fp8 = (1.0, 1.0) if kv_dt.startswith("float8") else ()
+        if fused:  # the input norm, q/k/v, rotary and the cache write: one op
+            def rope(rows: int) -> tuple:  # positions ... num_kv_heads
+                pos = _meta(rows, dtype="int64")
+                return pos, D, cos_sin, not s.rope_interleaved, cache, cache, pos, hq, hk
+
+            norm_linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias, rope=rope)
         else:
             linear("qkv_proj", attn, q + 2 * hk * D, H, wfmt, s.attention_bias)
         if s.qk_norm:
             norm("q_norm", attn, D, False)
             norm("k_norm", attn, D, False)
-        qkv = _meta(2, (hq + 2 * hk) * D, dtype=dt)  # q, k: strided views of the fused projection
-        bs = c.kv.block_size
-        cache = _meta(2, bs, hk, D, dtype=kv_dt)
-        fp8 = (1.0, 1.0) if kv_dt.startswith("float8") else ()
-        call("rotary_and_cache", "rope_kv_write", attn, _meta(2, dtype="int64"), qkv[:, :hq * D],
-             qkv[:, hq * D:(hq + hk) * D], qkv[:, (hq + hk) * D:], D, _meta(2, s.rotary_dim or D, dtype="float32"),
-             not s.rope_interleaved, cache, cache, _meta(2, dtype="int64"), *fp8)
+        if not fused:
+            qkv = _meta(2, (hq + 2 * hk) * D, dtype=dt)  # q, k: strided views of the fused projection
+            call("rotary_and_cache", "rope_kv_write", attn, _meta(2, dtype="int64"), qkv[:, :hq * D],
+                 qkv[:, hq * D:(hq + hk) * D], qkv[:, (hq + hk) * D:], D, cos_sin, not s.rope_interleaved, cache,
+                 cache, _meta(2, dtype="int64"), *fp8)
         attn_phases = [("prefill", max(T, 17)), ("decode", 1)] + ([("verify", 1 + k)] if k else [])
         for attn_kind in ("attention", "sliding_attention"):  # (not `kind`: the weights' device kind)
             layers = by_type.get(attn_kind, [])

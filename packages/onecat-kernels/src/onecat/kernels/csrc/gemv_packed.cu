@@ -26,16 +26,53 @@
 //    weight chunks load), so the norm costs no launch of its own and the projection into the
 //    residual stream (o_proj / down) stays a plain GEMV; EPI_GLU computes [gate | up] rows in pairs
 //    (a warp's first R / 2 rows from the gate half, the rest the same rows of the up half) and
-//    writes silu(gate) * up.
+//    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (GPT-J pairs are
+//    adjacent rows, so whole in one lane) and writes k and v into their paged-cache rows.
 #include "packed_formats.cuh"
 
-enum { EPI_NONE = 0, EPI_GLU = 1 };
+enum { EPI_NONE = 0, EPI_GLU = 1, EPI_ROPE = 2 };
 struct GemvNormIn {  // the RMSNorm in front of a NORM_IN GEMV (unused otherwise)
   const __half* res;     // [K] residual added to x first, or null
   const __half* norm_w;  // [K]
   __half* res_out;       // [K] x + res (the new residual stream), written by block 0; null without res
   float eps;
 };
+struct GemvRope {  // EPI_ROPE: the rows are [q | k | v] of one token (unused otherwise)
+  const i64* positions;  // [1]
+  const i64* slots;      // [1]: the cache row; < 0 is padding (q only)
+  const float* cos_sin;  // [max_pos, rot]: cos then sin
+  __half* k_cache;       // [blocks, block_size, Hk, D] (slot-major rows of kv elements)
+  __half* v_cache;
+  int q_size, kv_size, head_dim, rot;
+};
+
+// EPI_ROPE's epilogue, for rows n, n + 1 (n even) of [q | k | v], y already rounded to fp16 as
+// linear's output: q and k get GPT-J's rotation (pairs (2j, 2j + 1) in FP32, as rotary.cu) on their
+// first `rot` dims, q goes to `out`, k and v to their cache rows. A warp owns an even number of
+// consecutive rows, so each pair is whole in one lane.
+ONECAT_DEVICE void gemv_rope_cache_pair(__half* out, const GemvRope& e, int n, float a, float b) {
+  const bool is_q = n < e.q_size, is_v = n >= e.q_size + e.kv_size;
+  if (!is_v) {
+    const int d = (is_q ? n : n - e.q_size) % e.head_dim;
+    if (d < e.rot) {
+      const float* cs = e.cos_sin + e.positions[0] * e.rot;
+      const float c = cs[d >> 1], s = cs[(e.rot >> 1) + (d >> 1)];
+      const float a0 = a;
+      a = a0 * c - b * s;
+      b = b * c + a0 * s;
+    }
+  }
+  const __half2 h = __floats2half2_rn(a, b);
+  if (is_q) {
+    *reinterpret_cast<__half2*>(out + n) = h;
+    return;
+  }
+  const i64 slot = e.slots[0];
+  if (slot < 0) return;
+  __half* dst = is_v ? e.v_cache + slot * e.kv_size + (n - e.q_size - e.kv_size)
+                     : e.k_cache + slot * e.kv_size + (n - e.q_size);
+  *reinterpret_cast<__half2*>(dst) = h;
+}
 
 // x (chunk c's 32 halves are uint4s 4c..4c+3) sits in shared memory with uint4 s of chunk c at
 // 4c + (s ^ ((c >> 1) & 3)): the 8 lanes of a 128-bit access phase (chunks c..c+7, one s) then hit
@@ -92,11 +129,12 @@ template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
-                          int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{}) {
+                          int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{},
+                          const GemvRope& rope = GemvRope{}) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
-  static_assert(EPI != EPI_GLU || R % 2 == 0, "GLU pairs rows");
+  static_assert(EPI == EPI_NONE || R % 2 == 0, "GLU / rotary pairs rows");
   __shared__ float red[KS > 1 ? 4 : 1][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
@@ -206,7 +244,18 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     }
     val[r] = v;
   }
-  if (kw == 0 && lane == 0) {
+  if (EPI == EPI_ROPE && kw == 0 && lane == 0) {
+#pragma unroll
+    for (int r = 0; r < R; r += 2) {
+      if (n0 + r >= N) break;
+      float a = val[r], b = val[r + 1];
+      if (bias) {
+        a += __half2float(bias[n0 + r]);
+        b += __half2float(bias[n0 + r + 1]);
+      }
+      gemv_rope_cache_pair(out, rope, n0 + r, __half2float(__float2half_rn(a)), __half2float(__float2half_rn(b)));
+    }
+  } else if (kw == 0 && lane == 0) {
 #pragma unroll
     for (int r = 0; r < RO; ++r) {
       if (n0 + r >= nout) break;
@@ -325,8 +374,9 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
 // and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
-// M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn, and _rn_glu with the GLU
-// epilogue): the shapes gemv_m1_shape picks for qkv and gate_up. Dynamic shared memory: K * 2 bytes.
+// M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn; _rn_glu with the GLU epilogue,
+// _rn_rope with rotary + KV-cache write of [q | k | v]): the shapes gemv_m1_shape picks for qkv and
+// gate_up. Dynamic shared memory: K * 2 bytes.
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX)                                                        \
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(        \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
@@ -341,6 +391,16 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
       const __half* norm_w, __half* res_out, float eps) {                                                \
     gemv_rows<F, R, U, PF, KS, EPI_GLU, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,               \
                                               GemvNormIn{res, norm_w, res_out, eps});                    \
+  }                                                                                                      \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope(   \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
+      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
+      const __half* norm_w, __half* res_out, float eps, const i64* positions, const i64* slots,          \
+      const float* cos_sin, __half* k_cache, __half* v_cache, int q_size, int kv_size, int head_dim,     \
+      int rot) {                                                                                         \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true>(                                                          \
+        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                 \
+        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot});          \
   }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \

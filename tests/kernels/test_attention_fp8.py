@@ -167,7 +167,9 @@ def test_attention_routes():
 @pytest.mark.parametrize("kv", [torch.float16, E4M3, E5M2])
 def test_split_kv_host_side(kv, monkeypatch, gen):
     """Launch arguments pack into the kernels' signatures; a long context splits into partitions
-    (decode launch + reduce launch) with a grid that covers every partition, KV head and row chunk."""
+    with a grid that covers every partition, KV head and row chunk, merged in the same launch (a
+    counter array) or, under graph capture with too small an array, by a second (reduce) launch."""
+    import functools
     import struct
 
     from onecat.kernels import cuda_ops
@@ -178,16 +180,57 @@ def test_split_kv_host_side(kv, monkeypatch, gen):
         calls.append((kernel.name, grid, block, args))
 
     monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
+    monkeypatch.setattr(attention_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
+    capturing = [True]
+    monkeypatch.setattr(attention_ops, "_capturing", lambda device: capturing[0])
     md = paged_metadata([1, 1], [9000, 40], 16, 600, gen)
     q = torch.randn(2, 32, 128, generator=gen).half()
     kc = torch.zeros(600, 16, 8, 128, dtype=kv)
+    suffix = {torch.float16: "f16", E4M3: "e4m3", E5M2: "e5m2"}[kv]
+    v_mul = {torch.float16: 1.0, E4M3: 0.25 * 256, E5M2: 0.25}[kv]
+
+    # under capture with no counter array yet: partials, then attn_reduce (nothing allocated)
     out = attention_ops.paged_attention(q, kc, kc, md, 0.1, None, None, 0.5, 0.25)
     assert out.shape == q.shape and out.dtype == q.dtype
     (dname, grid, block, args), (rname, rgrid, rblock, rargs) = calls
-    suffix = {torch.float16: "f16", E4M3: "e4m3", E5M2: "e5m2"}[kv]
-    assert dname == f"attn_decode_d128_{suffix}" and rname == "attn_reduce"
+    assert dname == f"attn_decode_d128_{suffix}" and rname == "attn_reduce" and args[3] == 0
     nparts, part = args[-6], args[-5]
     assert grid == (1, 8, 2 * nparts) and nparts > 1 and nparts * part >= 9000 and block == (128, 1, 1)
     assert rgrid == (2, 32, 1) and rblock == (128, 1, 1)
-    v_mul = {torch.float16: 1.0, E4M3: 0.25 * 256, E5M2: 0.25}[kv]
     assert args[-1] == pytest.approx(v_mul) and rargs[-1] == pytest.approx(v_mul)
+    assert attention_ops._counter_arrays(q.device) == []
+
+    # eager: one launch, a zeroed counter array covering the grid's (request, KV head, row chunk)
+    capturing[0] = False
+    calls.clear()
+    attention_ops.paged_attention(q, kc, kc, md, 0.1, None, None, 0.5, 0.25)
+    ((dname, grid, block, args),) = calls
+    (counters,) = attention_ops._counter_arrays(q.device)
+    assert dname == f"attn_decode_d128_{suffix}" and args[3] == counters.data_ptr() and args[-6] > 1
+    assert counters.dtype == torch.int32 and counters.numel() >= 2 * 8 * 1 and not counters.any()
+    # under capture again: the same array (a captured graph keeps its address)
+    capturing[0] = True
+    calls.clear()
+    attention_ops.paged_attention(q, kc, kc, md, 0.1, None, None, 0.5, 0.25)
+    assert len(calls) == 1 and calls[0][3][3] == counters.data_ptr()
+    # a grid larger than the array: grows outside capture only (the old array stays alive)
+    need = counters.numel() + 1
+    assert attention_ops.split_counters(q.device, need) is None
+    capturing[0] = False
+    bigger = attention_ops.split_counters(q.device, need)
+    assert bigger.numel() >= need and attention_ops._counter_arrays(q.device) == [counters, bigger]
+    assert attention_ops.split_counters(q.device, 5) is bigger
+
+
+def test_prefill_split_keeps_reduce(monkeypatch, gen):
+    """Prefill's split-KV (few requests) keeps its second launch: the prefill entries take no counters."""
+    from onecat.kernels import cuda_ops
+    calls = []
+    monkeypatch.setattr(cuda_ops, "_launch",
+                        lambda kernel, grid, block, *args, device: calls.append((kernel.name, args)))
+    md = paged_metadata([40], [9000], 16, 600, gen)
+    q = torch.randn(40, 8, 64, generator=gen).half()
+    kc = torch.zeros(600, 16, 1, 64, dtype=torch.float16)
+    attention_ops.flash_prefill(q, kc, kc, md, 0.1)
+    assert [c[0] for c in calls] == ["attn_prefill_d64_f16", "attn_reduce"] and calls[0][1][-6] > 1
+    assert len(calls[0][1]) == len(attention_ops._SIG)

@@ -3,10 +3,14 @@ FP8 dequantized by the reference's rules). Grid: batch 1..16 with ragged lengths
 heads 32/8, 24/4, 9/3, 4/1, head dims 64/128/256, block sizes 16/32/256/2048, sliding window,
 soft-cap, prefix hits (queries start mid-sequence), verify q = 2..16, prefill through the tensor-core
 prefill kernel (ragged batches mixed with decode rows, prefixes up to 32K), FP16/E4M3/E5M2 caches,
-FP8 cache writes bit-exact; one CUDA-graph capture + replay. Seed: $ONECAT_TEST_SEED, else random."""
+FP8 cache writes bit-exact; CUDA-graph capture + replays; the split-KV merge fused into the decode
+launch (one launch, counters re-armed to zero) and its two-launch fallback. Seed: $ONECAT_TEST_SEED,
+else random."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import os
 import random
@@ -198,3 +202,111 @@ def test_dispatch_and_graph_replay():
         want = ref.paged_attention(q.float(), kc.float(), vc.float(), md, 0.1)
         err = float((out.double() - want.double()).norm() / want.double().norm())
         assert err <= TOL, err
+
+
+@pytest.fixture
+def decode_launches(monkeypatch):
+    """Records the attention launches (passed through to the real ones)."""
+    calls = []
+    real = cuda_ops._launch
+
+    def launch(kernel, grid, block, *args, **kw):
+        if kernel.name.startswith("attn_"):
+            calls.append((kernel.name, grid, args))
+        real(kernel, grid, block, *args, **kw)
+
+    monkeypatch.setattr(cuda_ops, "_launch", launch)
+    return calls
+
+
+def _assert_fused(calls, label):
+    """One decode launch that split the keys (nparts > 1) and merged them itself (a counter array,
+    no attn_reduce), every counter back at zero after it."""
+    assert len(calls) == 1 and calls[0][0].startswith("attn_decode_"), (label, [c[0] for c in calls])
+    args = calls[0][2]
+    nparts, counters = args[-6], args[3]
+    assert nparts > 1 and counters != 0, (label, nparts)
+    torch.cuda.synchronize()
+    (arr,) = [a for a in attention_ops._counter_arrays(attention_ops._device_key(torch.device("cuda")))
+              if a.data_ptr() == counters]
+    assert not arr.any(), f"{label}: counters not re-armed"
+
+
+FUSED_CASES = [  # (q_lens, seq_lens, hq, hk, d, bs, kv, window, cap)
+    ([1], [512], 9, 3, 64, 16, "f16", None, None),  # smollm2 decode, batch 1
+    ([1], [200], 9, 3, 64, 16, "f16", None, None),
+    ([1] * 4, [512, 3000, 17, 1], 9, 3, 64, 16, "f16", None, None),  # batch 4: short contexts fill a prefix
+    ([1] * 4, [8192, 700, 4097, 65], 32, 8, 128, 16, "f16", None, None),
+    ([1] * 4, [5000, 64, 1999, 300], 16, 2, 256, 32, "f16", None, None),
+    ([4, 4], [900, 4], 9, 3, 64, 16, "f16", None, None),  # verify: 12 rows
+    ([16, 8], [3000, 500], 32, 8, 128, 16, "f16", None, None),  # verify: 64 rows, 4 row chunks
+    ([7, 16], [2000, 6000], 9, 3, 256, 32, "f16", None, None),  # verify: 3 row chunks, D 256
+    ([1] * 4, [6000, 900, 33, 2], 32, 8, 128, 16, "e4m3", None, None),  # FP8 (v_mul)
+    ([1, 5], [3000, 700], 9, 3, 64, 32, "e5m2", None, None),
+    ([1] * 4, [6000, 1500, 300, 9], 8, 2, 128, 16, "f16", 1024, None),  # sliding window: lo > 0
+    ([3, 1], [5000, 70], 9, 3, 64, 16, "e4m3", 333, 30.0),  # window + verify + FP8 + soft cap
+    ([1, 1], [4000, 11], 16, 4, 128, 16, "f16", None, 50.0),  # soft cap
+]
+
+
+@pytest.mark.parametrize("case", range(len(FUSED_CASES)))
+def test_fused_split_merge(case, decode_launches):
+    """The split-KV merge inside the decode launch (the last block of each (request, KV head, row
+    chunk) merges): batch 1 and 4 decode, verify with several row chunks, FP8, sliding window, soft
+    cap, contexts that fill a prefix of the partitions; twice in a row (counters re-armed)."""
+    q_lens, seq, hq, hk, d, bs, kv, window, cap = FUSED_CASES[case]
+    for rep in range(2):
+        decode_launches.clear()
+        _run(_gen("fused", case, rep), q_lens, seq, hq, hk, d, bs, kv, window, cap)
+        _assert_fused(decode_launches, f"case {case} rep {rep}")
+
+
+def test_fused_fallback_two_launches(monkeypatch, decode_launches):
+    """No counter array large enough under graph capture: partials, then attn_reduce (same result)."""
+    monkeypatch.setattr(attention_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
+    monkeypatch.setattr(attention_ops, "_capturing", lambda device: True)
+    _run(_gen("fallback"), [1] * 4, [512, 3000, 17, 1], 9, 3, 64, 16)
+    assert [c[0] for c in decode_launches] == ["attn_decode_d64_f16", "attn_reduce"]
+    assert decode_launches[0][2][3] == 0 and decode_launches[0][2][-6] > 1
+    _run(_gen("fallback8"), [4, 1], [900, 4000], 32, 8, 128, 16, "e4m3", window=700)
+    assert [c[0] for c in decode_launches[2:]] == ["attn_decode_d128_e4m3", "attn_reduce"]
+
+
+@pytest.mark.parametrize("batch,hq,hk,d", [(1, 9, 3, 64), (4, 32, 8, 128)])
+def test_fused_graph_replays(batch, hq, hk, d, decode_launches):
+    """A captured decode step (planned for 512 / 4096 keys) replayed three times in a row with new
+    queries and shorter contexts: the fused merge's counters re-arm between replays."""
+    gen = torch.Generator().manual_seed(SEED + batch)
+    max_len = 512 if batch == 1 else 4096
+    q_lens, seq_lens, bs = [1] * batch, [max_len] * batch, 16
+    nb = batch * max_len // bs + 3
+    md = paged_metadata(q_lens, seq_lens, bs, nb, gen, "cuda")
+    q = torch.randn(batch, hq, d, device="cuda").half()
+    kc = torch.randn(nb, bs, hk, d, device="cuda").half()
+    vc = torch.randn(nb, bs, hk, d, device="cuda").half()
+    step = lambda: ops.paged_attention(q, kc, vc, md, 0.125)  # noqa: E731
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()  # warm-up: allocates the counter array outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    decode_launches.clear()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = step()
+    _assert_fused(decode_launches, "capture")
+    rnd = random.Random(SEED)
+    for rep in range(3):
+        lens = [max_len] * batch if rep == 0 else [rnd.randint(1, max_len) for _ in range(batch)]
+        md.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
+        q.copy_(torch.randn_like(q))
+        g.replay()
+        torch.cuda.synchronize()
+        want = ref.paged_attention(q.float(), kc.float(), vc.float(),
+                                   dataclasses.replace(md, seq_lens_cpu=lens, max_seq_len=max(lens)), 0.125)
+        err = float((out.double() - want.double()).norm() / want.double().norm())
+        assert err <= TOL, f"replay {rep} lens {lens} seed={SEED}: rel err {err:.3g}"
+    counters = decode_launches[0][2][3]
+    (arr,) = [a for a in attention_ops._counter_arrays(attention_ops._device_key(torch.device("cuda")))
+              if a.data_ptr() == counters]
+    assert not arr.any(), "counters not re-armed after the replays"

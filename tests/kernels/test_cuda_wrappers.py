@@ -53,8 +53,13 @@ def test_wrapper_launches(op, launches):
             args = tuple(clone_arg(a) for a in case.args)
             got = spec.tensors_out(Case(case.label, args), prov.fn(*args, **case.kwargs))
             want = spec.tensors_out(case, spec.reference(*case.args, **case.kwargs))
-            if launches and launches[0][0].startswith("attn_") and len(launches) == 2:
-                # split-KV: the partitions' merge is a second launch, exactly when there are several
+            if launches and launches[0][0].startswith("attn_decode_"):
+                # split-KV decode: the partitions' merge is fused (a counter array) whenever there
+                # are several, so one launch
+                nparts, counters = launches[0][3][-6], launches[0][3][3]
+                assert len(launches) == 1 and (counters != 0) == (nparts > 1), (prov.name, case.label, nparts)
+            elif launches and launches[0][0].startswith("attn_") and len(launches) == 2:
+                # split-KV prefill: the partitions' merge is a second launch, exactly when there are several
                 nparts = launches[0][3][-6]
                 assert nparts > 1 and launches[1][0] == "attn_reduce", (prov.name, case.label, nparts)
             else:

@@ -8,9 +8,10 @@ with the tensor; kernels see bytes), one float scale per tensor passed as `k_sca
 saturating; read = float(stored) * scale; reference.py holds the semantics).
 
 Hot path per call: a Problem + dict lookup (ops), then here a few host ints from the metadata's
-*_cpu mirrors (no device sync) and one or two launches. Partition count is sized from
-`metadata.max_seq_len` and the GPU's SM count, so a CUDA graph captured with the largest
-max_seq_len it will replay stays valid.
+*_cpu mirrors (no device sync) and one launch (decode: the split-KV merge is fused into it) or two
+(prefill with several partitions, or a captured decode whose counter array is too small: then
+attn_reduce merges). Partition count is sized from `metadata.max_seq_len` and the GPU's SM count,
+so a CUDA graph captured with the largest max_seq_len it will replay stays valid.
 """
 
 from __future__ import annotations
@@ -36,13 +37,16 @@ BLOCKS_PER_SM = 2  # resident 128-thread attention blocks per SM (registers; sm_
 MIN_PART = 64  # keys per partition at least (one 64-key step: short contexts are latency-bound)
 REDUCE_MAX_PARTS = 1024  # attn_reduce weighs the partitions in shared memory (csrc/attention_decode.cu)
 
-_SIG = "ppppppppp" "q" "iiiiiiiiii" "fff"
+_SIG = "ppppppppp" "q" "iiiiiiiiii" "fff"  # prefill: (out, part_o, part_ml, q, ...)
+_SIG_FUSED = "pppppppppp" "q" "iiiiiiiiii" "fff"  # decode: (out, part_o, part_ml, counters, q, ...)
+COUNTERS_MIN = 4096  # int32 counters of the fused split-KV merge allocated at least (16 KB)
 _KV_KINDS = ("f16", "e4m3", "e5m2")
 # Tile shapes of attention_flash.cuh per head dim, as attention_decode.cu / attention_prefill.cu
 # instantiate them: (rows per block, keys per step).
 DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}
 PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
-_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
+_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED)
+           for d in HEAD_DIMS for kv in _KV_KINDS}
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
@@ -53,6 +57,42 @@ def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":  # host-side tests with intercepted launches: a V100's 80 SMs
         return 80
     return torch.cuda.get_device_properties(cuda_ops.cuda_index(device)).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _counter_arrays(device: torch.device) -> list[torch.Tensor]:
+    """The int32 counter arrays of the fused split-KV merge on one device, newest last. Invariant:
+    every counter is 0 before and after each decode launch (the last block of each (request, KV
+    head, row chunk) group re-arms its counter; csrc/attention_flash.cuh flash_split_merge), so one
+    array serves every launch issued in order on one stream, CUDA graph replays included. Launches
+    that could run concurrently (on other streams) must not share it. Arrays are never freed: a
+    graph captured with an older, smaller one keeps its address valid."""
+    return []
+
+
+def _device_key(dev: torch.device) -> torch.device:
+    """One counter list per physical device, whether it is named 'cuda' or 'cuda:N' (CPU devices pass
+    through for the host-side tests)."""
+    return dev if dev.type != "cuda" else torch.device("cuda", cuda_ops.cuda_index(dev))
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def split_counters(device: torch.device, need: int) -> torch.Tensor | None:
+    """A zeroed counter array of >= `need` int32 (one per (request, KV head, row chunk) of the
+    launch's grid). Grows (a new array, zeroed on the current stream) only outside graph capture;
+    None under capture when the current one is too small: the caller falls back to attn_reduce."""
+    key = _device_key(device)
+    arrays = _counter_arrays(key)
+    if arrays and arrays[-1].numel() >= need:
+        return arrays[-1]
+    if _capturing(key):
+        return None
+    n = max(need, COUNTERS_MIN, 2 * arrays[-1].numel() if arrays else 0)
+    arrays.append(torch.zeros(n, dtype=torch.int32, device=key))
+    return arrays[-1]
 
 
 def _launch(*args, **kwargs):
@@ -119,7 +159,9 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale):
+           k_scale, v_scale, fused=False):
+    """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
+    the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
     _, bs, hk, _ = key_cache.shape
     out = _empty(query.shape, query.dtype, query.device)
@@ -149,13 +191,16 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     bt = metadata.block_tables.int().contiguous()  # no-ops for the int32 metadata; kept alive to the launch
     seq_lens, qsl = metadata.seq_lens.int(), metadata.query_start_loc.int()
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
+    # fused merge: one counter per (request, KV head, row chunk); none (null) -> attn_reduce below
+    counters = split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
     _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (128, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
+            *((0 if counters is None else counters.data_ptr(),) if fused else ()),
             query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
             seq_lens.data_ptr(), qsl.data_ptr(), query.stride(0),
             t, hq, hk, group, bs.bit_length() - 1, bt.stride(0), window, nparts, part, nchunks,
             float(qk), cap, float(v_mul), device=query.device)
-    if nparts > 1:
+    if nparts > 1 and counters is None:
         _launch(_REDUCE, (t, hq, 1), (d, 1, 1), out.data_ptr(), part_o.data_ptr(), part_ml.data_ptr(),
                 t, hq, d, nparts, float(v_mul), device=query.device)
     return out
@@ -165,7 +210,7 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
                     k_scale=1.0, v_scale=1.0):
     """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys)."""
     return _flash(_DECODE, DECODE_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
-                  logit_soft_cap, k_scale, v_scale)
+                  logit_soft_cap, k_scale, v_scale, fused=True)
 
 
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,

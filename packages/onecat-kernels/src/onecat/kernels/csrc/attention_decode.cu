@@ -8,26 +8,31 @@
 // Grid (row_chunks, Hk, requests * nparts), 128 threads. The key range [lo, ctx) (lo > 0 only with
 // a sliding window) is split into `nparts` partitions of `part` keys, chosen on the host from the
 // context length and the SM count; with nparts == 1 the block writes the FP16 output, else FP32
-// (o / l, m, l) partials that attn_reduce merges. The plan is for the longest context a launch may see
-// (a CUDA graph's): each request spreads its keys over as many partitions as keep >= one key step each,
-// so a short context splits as finely as a long one. Block size: any power of 2 >= 8 (page ids are
-// staged per FA_SEG keys; a page larger than FA_SEG keys takes one or two table entries).
+// (o / l, m, l) partials, merged in the same launch by the last of the partitions of each
+// (request, KV head, row chunk) to finish (a zeroed counter array it re-arms: flash_split_merge in
+// attention_flash.cuh), or by attn_reduce below when the host passes no counter array (a CUDA graph
+// captured for a larger grid than the array covers). The plan is for the longest context a launch
+// may see (a CUDA graph's): each request spreads its keys over as many partitions as keep >= one key
+// step each, so a short context splits as finely as a long one. Block size: any power of 2 >= 8
+// (page ids are staged per FA_SEG keys; a page larger than FA_SEG keys takes one or two table
+// entries).
 #include "attention_flash.cuh"
 
 // (D, KV, WR, WK, WD, NK): steps of 64 keys (32 for D = 256, where paired warps split the columns).
-#define DECODE_ENTRIES(D, WK, WD)                                        \
-  FLASH_ENTRY(attn_decode_d##D##_f16, D, KV_F16, 1, WK, WD, 16)         \
-  FLASH_ENTRY(attn_decode_d##D##_e4m3, D, KV_E4M3, 1, WK, WD, 16)       \
-  FLASH_ENTRY(attn_decode_d##D##_e5m2, D, KV_E5M2, 1, WK, WD, 16)
+#define DECODE_ENTRIES(D, WK, WD)                                              \
+  FLASH_ENTRY_FUSED(attn_decode_d##D##_f16, D, KV_F16, 1, WK, WD, 16)         \
+  FLASH_ENTRY_FUSED(attn_decode_d##D##_e4m3, D, KV_E4M3, 1, WK, WD, 16)       \
+  FLASH_ENTRY_FUSED(attn_decode_d##D##_e5m2, D, KV_E5M2, 1, WK, WD, 16)
 DECODE_ENTRIES(64, 4, 1)
 DECODE_ENTRIES(128, 4, 1)
 DECODE_ENTRIES(256, 2, 2)
 
-// Merge of the partitions' (o / l, m, l): grid (tokens, Hq), D threads (one column each). The
-// partitions are weighed once, in parallel (threads over partitions: the max m, then
-// w_p = l_p 2^(m_p - M) into shared memory), and the columns sum only up to the last partition that
-// saw a key (a short context fills a prefix of the planned partitions; partitions with l == 0 weigh
-// nothing), loads unrolled. nparts <= ATTN_REDUCE_MAX_PARTS (attention_ops checks).
+// Merge of the partitions' (o / l, m, l) as a second launch (prefill, and decode without a counter
+// array): grid (tokens, Hq), D threads (one column each). The partitions are weighed once, in
+// parallel (threads over partitions: the max m, then w_p = l_p 2^(m_p - M) into shared memory), and
+// the columns sum only up to the last partition that saw a key (a short context fills a prefix of the
+// planned partitions; partitions with l == 0 weigh nothing), loads unrolled.
+// nparts <= ATTN_REDUCE_MAX_PARTS (attention_ops checks).
 #define ATTN_REDUCE_MAX_PARTS 1024
 extern "C" __global__ void __launch_bounds__(256) attn_reduce(__half* out, const float* part_o, const float* part_ml,
                                                               int n_tokens, int hq, int d, int nparts, float v_mul) {

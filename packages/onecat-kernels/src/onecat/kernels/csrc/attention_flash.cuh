@@ -115,6 +115,118 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
   return a.nparts > 1 ? min(a.part, max(KT, (per + KT - 1) / KT * KT)) : a.part;
 }
 
+// Split-KV merge fused into the decode launch (decode entries; nparts > 1 and a counter array given):
+// a block that has written its partials (o / l, m, l) for its R rows counts itself done on the
+// counter of its (request, KV head, row chunk) group; the block that finds nparts - 1 there (the
+// last of the group's partitions) re-arms it to 0 and merges all nparts partitions of those rows,
+// as attn_reduce does (same math): M = max m over partitions with l > 0, w_p = l_p 2^(m_p - M),
+// sums up to the last partition that saw a key, out = acc / s * v_mul (0 where s == 0).
+// Invariant: every counter is 0 before and after each launch (each group's counter reaches nparts
+// exactly once: every partition of it counts, empty ones included, and the last re-arms it), so one
+// array serves every launch issued in order on one stream (CUDA graphs included); launches that
+// may run concurrently (other streams) must not share an array.
+// Warp per row (rows strided over the 4 warps), lane -> D / 32 contiguous columns; the weights
+// are computed 32 partitions at a time, one per lane, and broadcast by shuffles. Not inlined, scalar
+// arguments, no shared memory: the main loop's registers are dead here and its shared layout stays.
+// Every thread of the block calls it (uniform); other blocks' partials are read through L2 (__ldcg).
+template <int D, int ROWS>
+__device__ __noinline__ void flash_split_merge(__half* out, const float* part_o, const float* part_ml, int* counters,
+                                               const int* qsl, int n_tokens, int hq, int group, int nparts,
+                                               int nchunks, float v_mul) {
+  const int kvh = blockIdx.y, b = blockIdx.z / nparts, r0 = (nchunks - 1 - (int)blockIdx.x) * ROWS;  // as flash_body
+  const int qs = qsl[b], rows_total = (qsl[b + 1] - qs) * group;
+  if (r0 >= rows_total) return;  // a chunk past the request's rows: none of its partitions counts
+  const int R = min(ROWS, rows_total - r0);
+  // Release / acquire by thread 0 around the count (the barriers order the block's own accesses
+  // against it): fence.acq_rel, not __threadfence's sequentially consistent MEMBAR.SC.
+  __syncthreads();
+  int is_last = 0;
+  if (threadIdx.x == 0) {
+    int* c = counters + ((i64)b * gridDim.y + kvh) * nchunks + blockIdx.x;
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // this block's partials before its count
+    is_last = atomicAdd(c, 1) == nparts - 1;
+    if (is_last) {
+      *c = 0;  // every other partition of the group has counted: re-arm for the next launch
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");  // their partials before the merge's reads
+    }
+  }
+  if (!__syncthreads_or(is_last)) return;
+  constexpr int V = D / 32;  // columns per lane: 2, 4, 8
+  const int lane = threadIdx.x & 31;
+  const i64 pstride = (i64)n_tokens * hq;
+  for (int rr = threadIdx.x >> 5; rr < R; rr += FA_THREADS / 32) {
+    const int r = r0 + rr;
+    const i64 row = (i64)(qs + r / group) * hq + kvh * group + r % group;
+    const float2* ml = reinterpret_cast<const float2*>(part_ml) + row;
+    // The max m over partitions that saw a key, and the last such partition (the first 32 kept).
+    const float2 x0 = lane < nparts ? __ldcg(ml + lane * pstride) : make_float2(-INFINITY, 0.f);
+    float M = -INFINITY;
+    int last = -1;
+    if (x0.y > 0.f) {
+      M = x0.x;
+      last = lane;
+    }
+    for (int p = lane + 32; p < nparts; p += 32) {
+      const float2 x = __ldcg(ml + p * pstride);
+      if (x.y > 0.f) {
+        M = fmaxf(M, x.x);
+        last = p;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+    float s = 0.f, acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    const float* po = part_o + row * D + lane * V;
+    for (int p0 = 0; p0 <= last; p0 += 32) {
+      const int p = p0 + lane;
+      float2 x = x0;
+      if (p0 > 0) x = p <= last ? __ldcg(ml + p * pstride) : make_float2(-INFINITY, 0.f);
+      const float w = p <= last && x.y > 0.f ? x.y * exp2f(x.x - M) : 0.f;
+      s += w;
+      const int n = min(32, last + 1 - p0);
+#pragma unroll 8
+      for (int j = 0; j < n; ++j) {
+        const float wj = __shfl_sync(0xffffffffu, w, j);
+        const float* src = po + (p0 + j) * pstride * D;  // always a valid partial (empty ones hold zeros)
+        float o[V];
+#pragma unroll
+        for (int v = 0; v < V; v += 4 < V ? 4 : V) {
+          if constexpr (V == 2) {
+            const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+            o[0] = t.x;
+            o[1] = t.y;
+          } else {
+            const float4 t = __ldcg(reinterpret_cast<const float4*>(src + v));
+            o[v] = t.x;
+            o[v + 1] = t.y;
+            o[v + 2] = t.z;
+            o[v + 3] = t.w;
+          }
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[v], acc[v]);
+      }
+    }
+    s = warp_sum(s);
+    __align__(16) __half2 h[V / 2];
+#pragma unroll
+    for (int v = 0; v < V; v += 2)
+      h[v / 2] = __floats2half2_rn(s > 0.f ? acc[v] / s * v_mul : 0.f, s > 0.f ? acc[v + 1] / s * v_mul : 0.f);
+    __half* dst = out + row * D + lane * V;
+    if constexpr (V == 2)
+      *reinterpret_cast<__half2*>(dst) = h[0];
+    else if constexpr (V == 4)
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(h);
+    else
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(h);
+  }
+}
+
 template <int D, int KV, int WR, int WK, int WD, int NK>
 __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   using C = FaTile<D, KV, WR, WK, WD, NK>;
@@ -145,7 +257,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   const int clo = a.window > 0 ? max(0, ctx - ql + qi_min - a.window + 1) : 0;
   const int kstart = max(pstart, clo), kend = min(pend, ctx - ql + qi_max + 1);
 
-  if (kstart >= kend) {  // nothing visible in this partition: empty partials
+  if (kstart >= kend) {  // nothing visible in this partition: empty partials (counted by the fused merge too)
     if (a.nparts > 1) {
       for (int i = tid; i < R * D; i += FA_THREADS) {
         const int r = r0 + i / D, tok = qs + r / a.group, h = kvh * a.group + r % a.group;
@@ -395,6 +507,9 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   }
 }
 
+// FLASH_ENTRY: the plain entry (prefill): partials for attn_reduce when nparts > 1.
+// FLASH_ENTRY_FUSED (decode / verify): one more argument, the counter array (after part_ml) of the
+// fused merge (flash_split_merge); null for the two-launch path (partials, then attn_reduce).
 #define FLASH_ENTRY(NAME, D, KV, WR, WK, WD, NK)                                                         \
   extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
       NAME(__half* out, float* part_o, float* part_ml, const __half* q, const unsigned char* kc,           \
@@ -405,4 +520,19 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
                       qk_scale, soft_cap, v_mul};                                                         \
     flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \
+  }
+#define FLASH_ENTRY_FUSED(NAME, D, KV, WR, WK, WD, NK)                                                   \
+  extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
+      NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                    \
+           const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
+           const int* qsl, i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift,           \
+           int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale, float soft_cap,   \
+           float v_mul) {                                                                                 \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
+                      n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
+                      qk_scale, soft_cap, v_mul};                                                         \
+    flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \
+    if (nparts > 1 && counters) /* every block of the grid, its partials written (or no rows) */       \
+      flash_split_merge<D, 16 * WR>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts,    \
+                                    nchunks, v_mul);                                                     \
   }

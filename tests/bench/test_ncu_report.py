@@ -3,6 +3,8 @@ units (header row, units row, one row per launch, ==PROF== lines before), and th
 
 from __future__ import annotations
 
+import re
+
 import importlib.util
 import json
 import os
@@ -52,6 +54,11 @@ def test_graph_replayed_kernels_take_their_op_from_the_kernel_name(text):
     assert (ls[2].op, ls[2].provider, ls[2].step) == ("linear", "graph", "decode.0")
     assert (ls[1].op, ls[5].op) == ("rms_norm", "argmax")
     assert (ls[0].op, ls[3].op) == ("(outside ops)", "(outside ops)")  # torch's own kernels
+    fused = {"gemv_r_q4_1_r4u1k2n_rn_rope": "rms_norm_qkv_rotary_cache", "gemv_r_q4_0_r4u1k1n_rn_glu": "rms_norm_linear",
+             "gemv_r_q4_k_r4u1k2_rn": "rms_norm_linear", "gemv_r_q4_0_r4u1k2n": "linear",
+             "rotary_cache_gptj_v8": "rotary_and_cache", "rotary_neox_v8": "rotary_embedding"}
+    for kernel, op in fused.items():  # the fused GEMVs by their suffix, before the plain GEMV prefix
+        assert [o for p, o in ncu_report.KERNEL_OPS if re.search(p, kernel)][0] == op, kernel
 
 
 def test_kernel_table(text):

@@ -50,16 +50,15 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                 Case("q4_k M=1 N=28672 K=4096 res glu", (x, norm_w(4096), 1e-5,
                                                          random_packed(28672, 4096, "q4_k", gen, "cuda"), res, None,
                                                          "silu_and_mul"))]
-    if op == "rms_norm_qkv_rotary_cache":  # llama3-8b's attention input, q4_0, GPT-J pairs, a 16-token page
+    if op == "rms_norm_qkv_rotary_cache":  # llama3-8b's attention input, q4_0, GPT-J and NeoX, 16-token pages
         from onecat.kernels.reference import rope_cos_sin
         kc, vc = _randn(gen, 64, 16, 8, 128), _randn(gen, 64, 16, 8, 128)
         nw = (1 + 0.1 * torch.randn(4096, generator=gen)).half().cuda()
-        return [Case("q4_0 M=1 Hq=32 Hk=8 D=128 gptj", (_randn(gen, 1, 4096), nw, 1e-5,
-                                                        random_packed(6144, 4096, "q4_0", gen, "cuda"),
-                                                        _randn(gen, 1, 4096), None,
-                                                        torch.tensor([4000], device="cuda"), 128,
-                                                        rope_cos_sin(128, 128, 8192, 500000.0).cuda(), False, kc, vc,
-                                                        torch.tensor([517], device="cuda"), 32, 8))]
+        return [Case(f"q4_0 M=1 Hq=32 Hk=8 D=128 {'neox' if neox else 'gptj'}",
+                     (_randn(gen, 1, 4096), nw, 1e-5, random_packed(6144, 4096, "q4_0", gen, "cuda"),
+                      _randn(gen, 1, 4096), None, torch.tensor([4000], device="cuda"), 128,
+                      rope_cos_sin(128, 128, 8192, 500000.0).cuda(), neox, kc, vc,
+                      torch.tensor([517], device="cuda"), 32, 8)) for neox in (False, True)]
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
     if op in ("silu_and_mul", "gelu_and_mul"):

@@ -44,9 +44,12 @@ OP_RE = re.compile(r"onecat\.op\.([A-Za-z0-9_]+)\.([A-Za-z0-9_\-]+)")
 STEP_RE = re.compile(r"onecat\.step\.([A-Za-z0-9_]+)\.(\d+)")
 # kernels replayed from a CUDA graph carry no op ranges (those were pushed at capture): their op is
 # read from onecat's kernel names, provider "graph"
-KERNEL_OPS = (("gemv_", "linear"), ("gemm_", "linear"), ("attn_", "paged_attention"), ("rms_norm", "rms_norm"),
-              ("rotary_", "rotary_embedding"), ("silu_and_mul", "silu_and_mul"), ("gelu_", "gelu_and_mul"),
-              ("reshape_and_cache", "reshape_and_cache"), ("argmax", "argmax"), ("sample", "sample"))
+# (the first matching pattern wins: the fused GEMVs' suffixes before the plain GEMV prefix)
+KERNEL_OPS = ((r"^gemv_.*_rn_rope$", "rms_norm_qkv_rotary_cache"), (r"^gemv_.*_rn(_glu)?$", "rms_norm_linear"),
+              (r"^gemv_", "linear"), (r"^gemm_", "linear"), (r"^attn_", "paged_attention"), (r"^rms_norm", "rms_norm"),
+              (r"^rotary_cache_", "rotary_and_cache"), (r"^rotary_", "rotary_embedding"),
+              (r"^silu_and_mul", "silu_and_mul"), (r"^gelu_", "gelu_and_mul"),
+              (r"^reshape_and_cache", "reshape_and_cache"), (r"^argmax", "argmax"), (r"^sample", "sample"))
 TENSOR_RE = re.compile(r"^sm__(pipe_tensor\w*cycles_active|inst_executed_pipe_tensor\w*)\..*pct")
 
 
@@ -141,7 +144,7 @@ def parse_launches(text: str) -> list[Launch]:
         op = OP_RE.findall(nvtx)
         if not op:
             name = r.get("Kernel Name", "")
-            op = [(o, "graph") for prefix, o in KERNEL_OPS if name.startswith(prefix)][:1]
+            op = [(o, "graph") for pattern, o in KERNEL_OPS if re.search(pattern, name)][:1]
         step = STEP_RE.findall(nvtx)
         dur = _scaled(r, units, "gpu__time_duration.sum", TIME_US)
         if dur is None:

@@ -166,14 +166,16 @@ def rotary_and_cache(dtype, device, gen) -> list[Case]:
 
 def rms_norm_qkv_rotary_cache(dtype, device, gen) -> list[Case]:
     """An attention layer's input: M = 1 in packed formats (the normed-input GEMV with rotary and the
-    cache write; GPT-J and NeoX, partial rotary, a bias, a padding slot, no residual), a batch and a
-    dense weight (the unfused route)."""
+    cache write; GPT-J and NeoX (R = 4 and, q6_k, 2 rows per warp), partial rotary, a bias, a padding
+    slot, no residual), a batch and a dense weight (the unfused route)."""
     cases = []
     for t, hq, hk, d, r, neox, fmt, extra in [
             (1, 9, 3, 64, 64, False, "q4_1", "res"), (1, 8, 2, 128, 128, False, "q4_0", ""),
             (1, 4, 2, 128, 64, False, "q4_k", "res bias"), (1, 6, 2, 64, 64, False, "q8_0", "res pad"),
             (1, 4, 1, 64, 32, False, "q6_k", "res"), (1, 4, 2, 128, 128, False, "awq", "res"),
-            (1, 8, 2, 64, 64, True, "q4_0", "res"), (3, 9, 3, 64, 64, False, "q4_1", "res"),
+            (1, 8, 2, 64, 64, True, "q4_0", "res"), (1, 4, 2, 128, 64, True, "q4_k", "res bias pad"),
+            (1, 4, 1, 64, 32, True, "q6_k", "res"), (1, 6, 2, 96, 48, True, "awq", ""),
+            (3, 9, 3, 64, 64, False, "q4_1", "res"),
             (2, 4, 2, 32, 32, False, "dense", "res")]:
         n, k = (hq + 2 * hk) * d, 512
         x = _randn(gen, t, k, dtype=dtype, device=device)

@@ -7,8 +7,9 @@ rotary_and_cache):
   picks) with the RMSNorm in front: every block adds the residual, reduces the sum of squares and
   writes the normalized x into its shared memory while its first weight chunks load, block 0 writes
   the new residual stream; the gate_up form also has the GLU behind (a warp computes gate rows and the
-  same rows of up and writes silu(gate) * up); the qkv form rotates q and k (GPT-J pairs: adjacent
-  rows, whole in one lane) and writes k and v into the FP16 paged cache. One launch where the unfused
+  same rows of up and writes silu(gate) * up); the qkv form rotates q and k (a warp's rows hold whole
+  rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and v into
+  the FP16 paged cache. One launch where the unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
 * `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
@@ -33,7 +34,7 @@ _PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[
           for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS)
         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
-_ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope", _ARGS + "pppppiiii")
+_ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope", _ARGS + "pppppiiiii")
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
@@ -61,11 +62,12 @@ def supports_gemv_norm(p: Problem) -> list[str]:
 
 
 def supports_gemv_norm_rope(p: Problem) -> list[str]:
-    """The normed-input GEMV's conditions, plus GPT-J rotary and an FP16 cache write in its epilogue."""
+    """The normed-input GEMV's conditions, plus rotary and an FP16 cache write in its epilogue: a warp's
+    R (<= 4) rows hold whole rotation pairs, so head_dim and rotary_dim are multiples of 4."""
     r = supports_gemv_norm(p)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
-    _need(r, not p.param("neox"), "NeoX rotary: its pairs (i, i + rot / 2) are not adjacent rows of one warp")
-    _need(r, d % 2 == 0 and rd % 2 == 0 and rd <= d, f"head_dim {d} / rotary_dim {rd}: odd, or rotary_dim > head_dim")
+    _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
+          f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
     _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
     _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
           f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
@@ -105,7 +107,7 @@ def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, 
                      _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
                      _ptr(res_out) if residual is not None else 0, float(eps), positions.data_ptr(),
                      slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
-                     num_heads * head_dim, num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1],
+                     num_heads * head_dim, num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1], int(is_neox),
                      device=x.device, smem=k * 2)
     return q, res_out
 

@@ -43,20 +43,9 @@ extern "C" __global__ void __launch_bounds__(256) attn_reduce(__half* out, const
   const i64 pstride = (i64)n_tokens * hq;
   const float2* ml_p = reinterpret_cast<const float2*>(part_ml);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  float m = -INFINITY;
-  int last = -1;
-  for (int p = threadIdx.x; p < nparts; p += blockDim.x) {
-    const float2 ml = ml_p[p * pstride + row];
-    if (ml.y > 0.f) {
-      m = fmaxf(m, ml.x);
-      last = p;
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-  }
+  float m;
+  int last;
+  partials_max_last(ml_p + row, pstride, threadIdx.x, blockDim.x, nparts, m, last);
   if (lane == 0) {
     red[warp] = m;
     last_s[warp] = last;

@@ -129,6 +129,27 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
 // are computed 32 partitions at a time, one per lane, and broadcast by shuffles. Not inlined, scalar
 // arguments, no shared memory: the main loop's registers are dead here and its shared layout stays.
 // Every thread of the block calls it (uniform); other blocks' partials are read through L2 (__ldcg).
+// Of the partials (m, l) at ml[p * pstride] for p = first, first + step, ... < nparts: the max m over
+// those that saw a key (l > 0) and the last such p, reduced over the warp (every lane gets both).
+// The split-KV merges' first pass (flash_split_merge; attn_reduce per warp).
+ONECAT_DEVICE void partials_max_last(const float2* ml, i64 pstride, int first, int step, int nparts, float& m,
+                                     int& last) {
+  m = -INFINITY;
+  last = -1;
+  for (int p = first; p < nparts; p += step) {
+    const float2 x = __ldcg(ml + p * pstride);
+    if (x.y > 0.f) {
+      m = fmaxf(m, x.x);
+      last = p;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+  }
+}
+
 template <int D, int ROWS>
 __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o, const float* part_ml, int* counters,
                                                const int* qsl, int n_tokens, int hq, int group, int nparts,
@@ -158,34 +179,16 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
     const int r = r0 + rr;
     const i64 row = (i64)(qs + r / group) * hq + kvh * group + r % group;
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row;
-    // The max m over partitions that saw a key, and the last such partition (the first 32 kept).
-    const float2 x0 = lane < nparts ? __ldcg(ml + lane * pstride) : make_float2(-INFINITY, 0.f);
-    float M = -INFINITY;
-    int last = -1;
-    if (x0.y > 0.f) {
-      M = x0.x;
-      last = lane;
-    }
-    for (int p = lane + 32; p < nparts; p += 32) {
-      const float2 x = __ldcg(ml + p * pstride);
-      if (x.y > 0.f) {
-        M = fmaxf(M, x.x);
-        last = p;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    }
+    float M;
+    int last;
+    partials_max_last(ml, pstride, lane, 32, nparts, M, last);
     float s = 0.f, acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
     const float* po = part_o + row * D + lane * V;
     for (int p0 = 0; p0 <= last; p0 += 32) {
       const int p = p0 + lane;
-      float2 x = x0;
-      if (p0 > 0) x = p <= last ? __ldcg(ml + p * pstride) : make_float2(-INFINITY, 0.f);
+      const float2 x = p <= last ? __ldcg(ml + p * pstride) : make_float2(-INFINITY, 0.f);
       const float w = p <= last && x.y > 0.f ? x.y * exp2f(x.x - M) : 0.f;
       s += w;
       const int n = min(32, last + 1 - p0);

@@ -26,8 +26,9 @@
 //    weight chunks load), so the norm costs no launch of its own and the projection into the
 //    residual stream (o_proj / down) stays a plain GEMV; EPI_GLU computes [gate | up] rows in pairs
 //    (a warp's first R / 2 rows from the gate half, the rest the same rows of the up half) and
-//    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (GPT-J pairs are
-//    adjacent rows, so whole in one lane) and writes k and v into their paged-cache rows.
+//    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (a warp's rows hold
+//    whole rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and
+//    v into their paged-cache rows.
 #include "packed_formats.cuh"
 
 enum { EPI_NONE = 0, EPI_GLU = 1, EPI_ROPE = 2 };
@@ -43,35 +44,64 @@ struct GemvRope {  // EPI_ROPE: the rows are [q | k | v] of one token (unused ot
   const float* cos_sin;  // [max_pos, rot]: cos then sin
   __half* k_cache;       // [blocks, block_size, Hk, D] (slot-major rows of kv elements)
   __half* v_cache;
-  int q_size, kv_size, head_dim, rot;
+  int q_size, kv_size, head_dim, rot, neox;
 };
 
-// EPI_ROPE's epilogue, for rows n, n + 1 (n even) of [q | k | v], y already rounded to fp16 as
-// linear's output: q and k get GPT-J's rotation (pairs (2j, 2j + 1) in FP32, as rotary.cu) on their
-// first `rot` dims, q goes to `out`, k and v to their cache rows. A warp owns an even number of
-// consecutive rows, so each pair is whole in one lane.
-ONECAT_DEVICE void gemv_rope_cache_pair(__half* out, const GemvRope& e, int n, float a, float b) {
-  const bool is_q = n < e.q_size, is_v = n >= e.q_size + e.kv_size;
-  if (!is_v) {
-    const int d = (is_q ? n : n - e.q_size) % e.head_dim;
-    if (d < e.rot) {
-      const float* cs = e.cos_sin + e.positions[0] * e.rot;
-      const float c = cs[d >> 1], s = cs[(e.rot >> 1) + (d >> 1)];
-      const float a0 = a;
-      a = a0 * c - b * s;
-      b = b * c + a0 * s;
+// EPI_ROPE's rows: a warp's R rows must hold whole rotation pairs. GPT-J pairs (2j, 2j + 1) are
+// adjacent rows, so the natural rows n0 + r do; NeoX pairs (j, j + rot / 2) are not: a warp whose
+// rows start inside a head's rotary part takes pairs j0 .. j0 + R/2 - 1 (j0 = its offset / 2), rows
+// r < R/2 the first halves, the rest the second (a bijection on [0, rot); rot % R == 0). Elsewhere
+// (past rot, v) the natural rows.
+template <int R>
+ONECAT_DEVICE int rope_row(const GemvRope& e, int n0, int r) {
+  const int off = n0 % e.head_dim;
+  if (!e.neox || n0 >= e.q_size + e.kv_size || off >= e.rot) return n0 + r;
+  return n0 - off + (off >> 1) + (r < R / 2 ? r : e.rot / 2 + r - R / 2);
+}
+
+// Where row n of [q | k | v] goes: q to `out`, k / v to their cache rows (null for a padding slot).
+ONECAT_DEVICE __half* rope_dst(__half* out, const GemvRope& e, int n) {
+  if (n < e.q_size) return out + n;
+  const i64 slot = e.slots[0];
+  if (slot < 0) return nullptr;
+  return n < e.q_size + e.kv_size ? e.k_cache + slot * e.kv_size + (n - e.q_size)
+                                  : e.v_cache + slot * e.kv_size + (n - e.q_size - e.kv_size);
+}
+
+// EPI_ROPE's epilogue for one warp's R rows (y already rounded to fp16 as linear's output): q and k
+// rows rotated in FP32 as rotary.cu does (pair j: cos_sin[pos][j], [rot / 2 + j]) on their first
+// `rot` dims, then written where rope_dst says.
+template <int R>
+ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, int n0, const float (&y)[R]) {
+  const int off = n0 % e.head_dim;
+  const bool qk = n0 < e.q_size + e.kv_size, rotated = qk && off < e.rot;
+  const float* cs = e.cos_sin + e.positions[0] * e.rot;
+  if (e.neox && rotated) {  // pairs (r, r + R/2): rows j and j + rot / 2
+#pragma unroll
+    for (int r = 0; r < R / 2; ++r) {
+      const int j = (off >> 1) + r;
+      const float c = cs[j], s = cs[(e.rot >> 1) + j], a = y[r], b = y[r + R / 2];
+      __half* d0 = rope_dst(out, e, rope_row<R>(e, n0, r));
+      __half* d1 = rope_dst(out, e, rope_row<R>(e, n0, r + R / 2));
+      if (d0) {
+        *d0 = __float2half_rn(a * c - b * s);
+        *d1 = __float2half_rn(b * c + a * s);
+      }
     }
-  }
-  const __half2 h = __floats2half2_rn(a, b);
-  if (is_q) {
-    *reinterpret_cast<__half2*>(out + n) = h;
     return;
   }
-  const i64 slot = e.slots[0];
-  if (slot < 0) return;
-  __half* dst = is_v ? e.v_cache + slot * e.kv_size + (n - e.q_size - e.kv_size)
-                     : e.k_cache + slot * e.kv_size + (n - e.q_size);
-  *reinterpret_cast<__half2*>(dst) = h;
+#pragma unroll
+  for (int r = 0; r < R; r += 2) {  // GPT-J pairs (n0 + r, n0 + r + 1), or unrotated rows
+    float a = y[r], b = y[r + 1];
+    if (qk && !e.neox && off + r < e.rot) {
+      const int j = (off + r) >> 1;
+      const float c = cs[j], s = cs[(e.rot >> 1) + j];
+      a = y[r] * c - y[r + 1] * s;
+      b = y[r + 1] * c + y[r] * s;
+    }
+    __half* d = rope_dst(out, e, n0 + r);
+    if (d) *reinterpret_cast<__half2*>(d) = __floats2half2_rn(a, b);
+  }
 }
 
 // x (chunk c's 32 halves are uint4s 4c..4c+3) sits in shared memory with uint4 s of chunk c at
@@ -149,7 +179,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     if constexpr (EPI == EPI_GLU)  // rows r and r + R / 2: the same output's gate and up
       row[r] = (i64)min(n0 + r % RO, nout - 1) + (r < RO ? 0 : nout);
     else
-      row[r] = (i64)min(n0 + r, N - 1);
+      row[r] = (i64)min(EPI == EPI_ROPE ? rope_row<R>(rope, n0, r) : n0 + r, N - 1);
     acc[r] = 0.f;
   }
   PChunk<F> cur[U][R], nxt[U][R];
@@ -245,15 +275,12 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     val[r] = v;
   }
   if (EPI == EPI_ROPE && kw == 0 && lane == 0) {
+    if (n0 < N) {  // N, q_size, kv_size and head_dim are multiples of R: whole groups
+      float y[R];
 #pragma unroll
-    for (int r = 0; r < R; r += 2) {
-      if (n0 + r >= N) break;
-      float a = val[r], b = val[r + 1];
-      if (bias) {
-        a += __half2float(bias[n0 + r]);
-        b += __half2float(bias[n0 + r + 1]);
-      }
-      gemv_rope_cache_pair(out, rope, n0 + r, __half2float(__float2half_rn(a)), __half2float(__float2half_rn(b)));
+      for (int r = 0; r < R; ++r)
+        y[r] = __half2float(__float2half_rn(bias ? val[r] + __half2float(bias[row[r]]) : val[r]));
+      gemv_rope_cache<R>(out, rope, n0, y);
     }
   } else if (kw == 0 && lane == 0) {
 #pragma unroll
@@ -261,7 +288,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       if (n0 + r >= nout) break;
       if constexpr (EPI == EPI_GLU) {  // as linear then silu_and_mul: y rounded to fp16 first
         const float g = __half2float(__float2half_rn(val[r])), u = __half2float(__float2half_rn(val[r + RO]));
-        out[n0 + r] = __float2half_rn(g / (1.f + __expf(-g)) * u);
+        out[n0 + r] = __float2half_rn(g / (1.f + expf(-g)) * u);  // expf: activation.cu's silu
       } else {
         out[n0 + r] = __float2half_rn(bias ? val[r] + __half2float(bias[n0 + r]) : val[r]);
       }
@@ -377,30 +404,28 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn; _rn_glu with the GLU epilogue,
 // _rn_rope with rotary + KV-cache write of [q | k | v]): the shapes gemv_m1_shape picks for qkv and
 // gate_up. Dynamic shared memory: K * 2 bytes.
+// the parameters every _rn kernel takes (the _rope one adds its own)
+#define GEMV_RN_PARAMS                                                                                   \
+  __half* out, const __half* x, const unsigned char* q, const unsigned char* qh, const unsigned char* meta, \
+      const __half* bias, int N, int K, int gchunks, const __half* res, const __half* norm_w,              \
+      __half* res_out, float eps
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX)                                                        \
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(        \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
-      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
-      const __half* norm_w, __half* res_out, float eps) {                                                \
+      GEMV_RN_PARAMS) {                                                                                  \
     gemv_rows<F, R, U, PF, KS, EPI_NONE, true>(out, x, q, qh, meta, bias, N, K, gchunks,                 \
                                                GemvNormIn{res, norm_w, res_out, eps});                   \
   }                                                                                                      \
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu(    \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
-      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
-      const __half* norm_w, __half* res_out, float eps) {                                                \
+      GEMV_RN_PARAMS) {                                                                                  \
     gemv_rows<F, R, U, PF, KS, EPI_GLU, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,               \
                                               GemvNormIn{res, norm_w, res_out, eps});                    \
   }                                                                                                      \
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope(   \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
-      const unsigned char* meta, const __half* bias, int N, int K, int gchunks, const __half* res,       \
-      const __half* norm_w, __half* res_out, float eps, const i64* positions, const i64* slots,          \
-      const float* cos_sin, __half* k_cache, __half* v_cache, int q_size, int kv_size, int head_dim,     \
-      int rot) {                                                                                         \
+      GEMV_RN_PARAMS, const i64* positions, const i64* slots, const float* cos_sin, __half* k_cache,     \
+      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox) {                       \
     gemv_rows<F, R, U, PF, KS, EPI_ROPE, true>(                                                          \
         out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                 \
-        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot});          \
+        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox});    \
   }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \

@@ -129,6 +129,7 @@ def _params_rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bia
                                       num_kv_heads):
     """rms_norm_linear's facts plus the rotary's and the cache write's."""
     _, facts = _params_rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
+    facts.pop("act")  # no activation here
     kv = num_kv_heads * head_dim
     return x, dict(facts, head_dim=head_dim, rotary_dim=cos_sin_cache.shape[-1], neox=bool(is_neox),
                    cache_dtype=_dt(cos_sin_cache), pos_dtype=_dt(positions), kv_dtype=_dt(key_cache),

@@ -81,35 +81,34 @@ def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
 
-def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra):
+    """One normed-input GEMV launch of `kernels`' instance for the weight's format and shape (the
+    arguments every _rn kernel takes, then `extra`); returns the new residual stream (x without a
+    residual). rows_per_out: weight rows per output row (2 with the GLU)."""
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k)
-    n_out = n // 2 if act else n
-    out = _empty((*x.shape[:-1], n_out), x.dtype, x.device)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    blocks = -(-n_out // (gemv_m1_rows_per_block(shape[0], shape[2]) // (2 if act else 1)))
-    cuda_ops._launch((_GLU if act else _PLAIN)[(weight.kind, shape)], (blocks, 1, 1), (128, 1, 1),
+    blocks = -(-(n // rows_per_out) // (gemv_m1_rows_per_block(shape[0], shape[2]) // rows_per_out))
+    cuda_ops._launch(kernels[(weight.kind, shape)], (blocks, 1, 1), (128, 1, 1),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
-                     _ptr(res_out) if residual is not None else 0, float(eps), device=x.device, smem=k * 2)
-    return out, res_out
+                     _ptr(res_out) if residual is not None else 0, float(eps), *extra, device=x.device, smem=k * 2)
+    return res_out
+
+
+def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    out = _empty((*x.shape[:-1], weight.shape[0] // (2 if act else 1)), x.dtype, x.device)
+    return out, _launch_norm_gemv(_GLU if act else _PLAIN, out, x, norm_weight, eps, weight, residual, bias,
+                                  2 if act else 1)
 
 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
-    n, k = weight.shape[0], x.shape[-1]
-    shape = gemv_m1_shape(weight.kind, n, k)
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
-    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    blocks = -(-n // gemv_m1_rows_per_block(shape[0], shape[2]))
-    cuda_ops._launch(_ROPE[(weight.kind, shape)], (blocks, 1, 1), (128, 1, 1),
-                     q.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
-                     _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
-                     _ptr(res_out) if residual is not None else 0, float(eps), positions.data_ptr(),
-                     slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
-                     num_heads * head_dim, num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1], int(is_neox),
-                     device=x.device, smem=k * 2)
-    return q, res_out
+    return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, positions.data_ptr(),
+                                slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(),
+                                value_cache.data_ptr(), num_heads * head_dim, num_kv_heads * head_dim, head_dim,
+                                cos_sin_cache.shape[-1], int(is_neox))
 
 
 def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,

@@ -15,7 +15,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights, matrix_shapes, norm_fused_linear, norm_gate_up_act
+from .weight_map import HFNamedWeights, add_rms_norm, fused_linear, matrix_shapes, norm_gate_up_act
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -142,8 +142,8 @@ class LlamaForCausalLM(HFNamedWeights):
         y, residual, eps = h, None, s.rms_norm_eps
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
             if isinstance(layer.qkv, tuple):  # q / k / v in different formats: separate projections
-                (q, k, v), residual = norm_fused_linear(y, residual, layer.input_norm, eps, layer.qkv,
-                                                        [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
+                x, residual = add_rms_norm(y, residual, layer.input_norm, eps)
+                q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
                 q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
                                          md.slot_mapping)
             else:  # norm, projection, rotary and cache write: one op (one launch for decode on the GPU)
@@ -156,7 +156,7 @@ class LlamaForCausalLM(HFNamedWeights):
             y = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
             a, residual = norm_gate_up_act(y, residual, layer.post_attn_norm, eps, layer.gate_up)
             y = ops.linear(a, layer.down)
-        return ops.rms_norm(y, self.norm, eps) if residual is None else ops.rms_norm(y, self.norm, eps, residual)[0]
+        return add_rms_norm(y, residual, self.norm, eps)[0]
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return ops.linear(hidden, self.lm_head).float()

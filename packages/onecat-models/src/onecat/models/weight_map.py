@@ -42,16 +42,11 @@ def gate_up_linear(x: torch.Tensor, weight) -> torch.Tensor:
     return torch.cat(fused_linear(x, weight, []), dim=-1) if isinstance(weight, tuple) else ops.linear(x, weight)
 
 
-def norm_fused_linear(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
-                      weight, sizes: list[int], bias: torch.Tensor | None = None):
-    """(parts of linear(rms_norm(x + residual)), new residual stream): one normed-projection op for
-    a fused matrix (the norm rides on the GEMV for decode), else the norm then the separate ones."""
-    if isinstance(weight, tuple):
-        h, residual = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
-            ops.rms_norm(x, norm_weight, eps, residual)
-        return fused_linear(h, weight, sizes, bias), residual
-    y, residual = ops.rms_norm_linear(x, norm_weight, eps, weight, residual, bias)
-    return list(y.split(sizes, dim=-1)), residual
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float):
+    """(rms_norm(x + residual), new residual stream): x itself without a residual (the first layer)."""
+    if residual is None:
+        return ops.rms_norm(x, norm_weight, eps), x
+    return ops.rms_norm(x, norm_weight, eps, residual)
 
 
 def norm_gate_up_act(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
@@ -60,8 +55,7 @@ def norm_gate_up_act(x: torch.Tensor, residual: torch.Tensor | None, norm_weight
     (for decode: norm in front, activation behind, the [gate | up] activations never reach memory),
     else the norm, the two matmuls and the activation."""
     if isinstance(weight, tuple):
-        h, residual = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
-            ops.rms_norm(x, norm_weight, eps, residual)
+        h, residual = add_rms_norm(x, residual, norm_weight, eps)
         return ops.silu_and_mul(gate_up_linear(h, weight)), residual
     return ops.rms_norm_linear(x, norm_weight, eps, weight, residual, None, "silu_and_mul")
 

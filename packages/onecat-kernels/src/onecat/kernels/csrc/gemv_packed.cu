@@ -114,8 +114,7 @@ ONECAT_DEVICE int xs_slot(int j) { return j ^ ((j >> 3) & 3); }
 // its square), so the GEMV sees what rms_norm then linear would feed it. Block 0 also writes r out.
 // K % 8 == 0. Inlined: the block's first weight loads are in flight in registers across it.
 ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, const __half* __restrict__ res,
-                                             __half* __restrict__ res_out, const __half* __restrict__ w, int k,
-                                             float eps) {
+                                   __half* __restrict__ res_out, const __half* __restrict__ w, int k, float eps) {
   __shared__ float red[32];
   float ss = 0.f;
   for (int j = threadIdx.x; j < k >> 3; j += blockDim.x) {
@@ -151,7 +150,8 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
   __syncthreads();
 }
 
-// M = 1: a warp owns R whole rows (no shared memory, no block barrier); lane l takes the chunks
+// M = 1: a warp owns R whole rows (no shared memory, no block barrier, except NORM_IN's x and KS's
+// partial sums); lane l takes the chunks
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.

@@ -49,7 +49,9 @@ def test_every_reference_runs(op, dtype):
         if op != "reshape_and_cache":
             for a, b in zip(case.args, before):
                 if isinstance(a, torch.Tensor):
-                    assert torch.equal(a, b), f"{case.label}: reference modified an input"
+                    same = torch.equal(a, b) or (a.is_floating_point() and a.shape == b.shape and torch.allclose(
+                        a, b, rtol=0, atol=0, equal_nan=True))  # inputs may hold NaN on purpose (argmax)
+                    assert same, f"{case.label}: reference modified an input"
         args2 = tuple(clone_arg(a) for a in case.args)
         assert ops.registry.select(ops.problem(op, *args2)).provider.name == REFERENCE
         outs2 = spec.tensors_out(Case(case.label, args2), getattr(ops, op)(*args2, **case.kwargs))

@@ -25,7 +25,8 @@ GEMM = {k.name for k in cuda_ops._GEMM.values()}  # packed GEMM (M > 16), csrc/g
 TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
-              "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4",
+              "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4", "argmax_split_f16_v8",
+              "argmax_split_f32_v4",
               *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
 VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
 VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}

@@ -241,6 +241,9 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
+_ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
+ARGMAX_SPLIT_ROWS = 64  # up to this many rows the vocabulary is split over blocks (decode batches)
+ARGMAX_CHUNK_LOADS = 512  # logits' 128-bit loads per split block: 256 threads x 2 (4K FP16 / 2K FP32)
 
 
 def rms_norm(x, weight, eps, residual=None):
@@ -423,18 +426,48 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
                 key.stride(0), value.stride(0), row, device=key.device)
 
 
+@functools.lru_cache(maxsize=None)
+def _argmax_counters(device: torch.device) -> list[torch.Tensor]:
+    """Zeroed int32 row counters of the split argmax per device, newest last; never freed (a CUDA graph
+    may hold one). Every counter is 0 before and after each launch (argmax.cu)."""
+    return []
+
+
+def _argmax_split_workspace(device: torch.device, rows: int, chunks: int):
+    """(partials, counters) of a split argmax, or None under graph capture when the counter array is
+    too small (the caller then launches one block per row)."""
+    key = torch.device("cuda", cuda_index(device)) if device.type == "cuda" else device
+    arrays = _argmax_counters(key)
+    if not arrays or arrays[-1].numel() < rows:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None
+        arrays.append(torch.zeros(max(rows, ARGMAX_SPLIT_ROWS), dtype=torch.int32, device=key))
+    return torch.empty((rows, chunks, 2), dtype=torch.float32, device=device), arrays[-1]
+
+
 def argmax(logits):
+    """One block per row for batches; for <= ARGMAX_SPLIT_ROWS rows the vocabulary is split over
+    blocks and merged by the last one (a single row otherwise streams through one SM)."""
     v = logits.shape[-1]
     rows = logits.numel() // v if v else 0
     out = _empty(logits.shape[:-1], torch.int64, logits.device)
     if rows:
         stride = logits.stride(-2) if logits.dim() >= 2 else v
         if logits.dtype == torch.float16:
-            name = "f16_v8" if v % 8 == 0 and stride % 8 == 0 and _aligned(logits) else "f16_v1"
+            vec = 8 if v % 8 == 0 and stride % 8 == 0 and _aligned(logits) else 1
         else:
-            name = "f32_v4" if v % 4 == 0 and stride % 4 == 0 and _aligned(logits) else "f32_v1"
-        _launch(_ARGMAX[name], (rows, 1, 1), (1024, 1, 1), out.data_ptr(), logits.data_ptr(), stride, v,
-                device=logits.device)
+            vec = 4 if v % 4 == 0 and stride % 4 == 0 and _aligned(logits) else 1
+        name = f"{'f16' if logits.dtype == torch.float16 else 'f32'}_v{vec}"
+        chunk = ARGMAX_CHUNK_LOADS * 16 // logits.element_size()  # a multiple of every VEC
+        chunks = -(-v // chunk)
+        ws = _argmax_split_workspace(logits.device, rows, chunks) if rows <= ARGMAX_SPLIT_ROWS and chunks > 1 else None
+        if ws is None:
+            _launch(_ARGMAX[name], (rows, 1, 1), (1024, 1, 1), out.data_ptr(), logits.data_ptr(), stride, v,
+                    device=logits.device)
+        else:
+            part, counters = ws
+            _launch(_ARGMAX_SPLIT[name], (chunks, rows, 1), (256, 1, 1), out.data_ptr(), part.data_ptr(),
+                    counters.data_ptr(), logits.data_ptr(), stride, v, chunk, device=logits.device)
     return out
 
 

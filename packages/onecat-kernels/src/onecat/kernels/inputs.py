@@ -265,4 +265,9 @@ def argmax(dtype, device, gen) -> list[Case]:
     x = _randn(gen, 2, 4096, dtype=dtype, device=device)
     x[0, 100] = x[0, 3000] = 50.0  # tie: the first index wins
     cases.append(Case("tie B=2 V=4096", (x,)))
+    x = _randn(gen, 2, 49152, dtype=dtype, device=device)
+    x[0, 40000] = x[0, 9000] = 50.0  # a tie across the split kernel's chunks
+    x[1, 30001] = float("nan")  # NaN counts as the largest (torch.argmax)
+    cases.append(Case("split tie / NaN B=2 V=49152", (x,)))
+    cases.append(Case("split odd B=5 V=50001", (_randn(gen, 5, 50001, dtype=dtype, device=device, scale=3.0),)))
     return cases

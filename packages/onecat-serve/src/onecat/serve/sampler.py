@@ -156,7 +156,7 @@ def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tenso
             x = logits if len(greedy) == len(rows) else logits[greedy]
         else:
             x = torch.stack([_penalized(logits[i], rows[i]) for i in greedy])
-        picked = torch.argmax(x, dim=-1)
+        picked = ops.argmax(x)  # the registry's: a split-vocabulary kernel on CUDA, torch.argmax on CPU
         if len(greedy) == len(rows):
             ids = picked
         else:

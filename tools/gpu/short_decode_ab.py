@@ -1,0 +1,115 @@
+"""On the GPU, one process: greedy argmax (torch.argmax vs ops.argmax) and decode attention at short
+contexts, each as a decode step sees it. Variants of attention are module attributes of
+attention_ops set per row (VARIANTS; session 7 measured an 8-warp "wide" shape here and dropped it:
+benchmarks/results/h200-2026-11-30-s7/).
+
+Timing as a decode step sees it: a CUDA graph of LAYERS calls (one KV cache per layer, as a model's
+layers), replayed; time per call = replay time / LAYERS (includes the kernel boundaries inside a
+graph, not the host). Median / min / max over replays. Errors against the FP32 reference.
+
+  python tools/gpu/short_decode_ab.py [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+from onecat.kernels import attention_ops, ops
+from onecat.kernels import reference as ref
+from onecat.kernels.inputs import paged_metadata
+
+LAYERS, REPLAYS = 30, 30
+VARIANTS = {"split": dict(MIN_PART=attention_ops.MIN_PART)}  # name -> attention_ops attributes
+
+
+def graph_time(fn, n_calls: int) -> list[float]:
+    """us per call: fn() makes n_calls calls; captured once in a graph, replayed REPLAYS times."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up: compiles, loads, allocates workspaces outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPLAYS)]
+    torch.cuda._sleep(20_000_000)
+    for a, b in ev:
+        a.record()
+        g.replay()
+        b.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) * 1e3 / n_calls for a, b in ev]
+
+
+def attention_rows() -> list[dict]:
+    rows = []
+    defaults = {k: getattr(attention_ops, k) for knobs in VARIANTS.values() for k in knobs}
+    for hq, hk, d in [(9, 3, 64), (32, 8, 128)]:
+        for batch in (1, 4):
+            for ctx in (512, 1024, 2048):
+                bs = 16
+                nb = batch * ctx // bs + 2
+                gen = torch.Generator("cuda").manual_seed(ctx + batch + d)
+                md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(ctx), "cuda")
+                q = torch.randn(batch, hq, d, device="cuda", generator=gen).half()
+                caches = [(torch.randn(nb, bs, hk, d, device="cuda", generator=gen).half(),
+                           torch.randn(nb, bs, hk, d, device="cuda", generator=gen).half()) for _ in range(LAYERS)]
+                want = ref.paged_attention(q.float(), caches[0][0].float(), caches[0][1].float(), md, d ** -0.5)
+                for name, knobs in VARIANTS.items():
+                    for k, v in defaults.items():
+                        setattr(attention_ops, k, knobs.get(k, v))
+                    got = attention_ops.paged_attention(q, *caches[0], md, d ** -0.5)
+                    err = float((got.double() - want.double()).norm() / want.double().norm())
+                    t = graph_time(lambda: [attention_ops.paged_attention(q, k, v, md, d ** -0.5) for k, v in caches],
+                                   LAYERS)
+                    rows.append(dict(kind="attention", heads=f"{hq}/{hk}", d=d, batch=batch, ctx=ctx, variant=name,
+                                     us=statistics.median(t), us_min=min(t), us_max=max(t), rel_err=err))
+                for k, v in defaults.items():
+                    setattr(attention_ops, k, v)
+                del caches
+                torch.cuda.empty_cache()
+    return rows
+
+
+def argmax_rows() -> list[dict]:
+    rows = []
+    for b, v, dt in [(1, 49152, torch.float32), (1, 128256, torch.float32), (1, 128256, torch.float16),
+                     (4, 128256, torch.float32), (32, 128256, torch.float32), (64, 49152, torch.float32)]:
+        xs = [torch.randn(b, v, device="cuda", dtype=dt) for _ in range(20)]
+        ok = all(torch.equal(ops.argmax(x), torch.argmax(x, -1)) for x in xs)
+        for name, fn in [("torch.argmax", lambda x: torch.argmax(x, -1)), ("ops.argmax", ops.argmax)]:
+            t = graph_time(lambda: [fn(x) for x in xs], len(xs))
+            rows.append(dict(kind="argmax", batch=b, vocab=v, dtype=str(dt).removeprefix("torch."), variant=name,
+                             us=statistics.median(t), us_min=min(t), us_max=max(t), equal=ok))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    print(torch.cuda.get_device_name(0), "| graph of", LAYERS, "calls,", REPLAYS, "replays; us per call")
+    rows = argmax_rows() + attention_rows()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print(f"{'op':10} {'shape':28} {'variant':13} {'median':>8} {'min':>8} {'max':>8}  check")
+    for r in rows:
+        if r["kind"] == "argmax":
+            shape, check = f"B={r['batch']} V={r['vocab']} {r['dtype']}", f"equal={r['equal']}"
+        else:
+            shape, check = f"{r['heads']} D{r['d']} b{r['batch']} ctx{r['ctx']}", f"err={r['rel_err']:.2e}"
+        print(f"{r['kind']:10} {shape:28} {r['variant']:13} {r['us']:8.2f} {r['us_min']:8.2f} {r['us_max']:8.2f}  {check}")
+
+
+if __name__ == "__main__":
+    main()

@@ -60,29 +60,53 @@ ONECAT_DEVICE int rope_row(const GemvRope& e, int n0, int r) {
 }
 
 // Where row n of [q | k | v] goes: q to `out`, k / v to their cache rows (null for a padding slot).
-ONECAT_DEVICE __half* rope_dst(__half* out, const GemvRope& e, int n) {
+ONECAT_DEVICE __half* rope_dst(__half* out, const GemvRope& e, i64 slot, int n) {
   if (n < e.q_size) return out + n;
-  const i64 slot = e.slots[0];
   if (slot < 0) return nullptr;
   return n < e.q_size + e.kv_size ? e.k_cache + slot * e.kv_size + (n - e.q_size)
                                   : e.v_cache + slot * e.kv_size + (n - e.q_size - e.kv_size);
 }
 
+// EPI_ROPE's inputs of one warp's R rows (R / 2 rotation pairs), loaded early so that the epilogue
+// waits on none of them: the position and slot as the kernel starts, the pairs' cos / sin once the
+// position has arrived (after the norm prologue), all in flight across the main loop. Pair p is
+// j = off / 2 + p (NeoX: rows r, r + R/2 of rope_row; GPT-J: rows off + 2p, +1); its values are
+// loaded where it is rotated (off + 2p < rot GPT-J, off < rot NeoX), else stay 1 / 0.
+template <int R>
+struct RopeIn {
+  i64 pos, slot;
+  float c[R / 2], s[R / 2];
+  ONECAT_DEVICE void start(const GemvRope& e) {
+    pos = e.positions[0];
+    slot = e.slots[0];
+  }
+  ONECAT_DEVICE void load_cos_sin(const GemvRope& e, int n0) {
+    const int off = n0 % e.head_dim;
+    const bool qk = n0 < e.q_size + e.kv_size;
+    const float* cs = e.cos_sin + pos * e.rot;
+#pragma unroll
+    for (int p = 0; p < R / 2; ++p) {
+      const bool rot = qk && (e.neox ? off < e.rot : off + 2 * p < e.rot);
+      const int j = (off >> 1) + p;
+      c[p] = rot ? cs[j] : 1.f;
+      s[p] = rot ? cs[(e.rot >> 1) + j] : 0.f;
+    }
+  }
+};
+
 // EPI_ROPE's epilogue for one warp's R rows (y already rounded to fp16 as linear's output): q and k
 // rows rotated in FP32 as rotary.cu does (pair j: cos_sin[pos][j], [rot / 2 + j]) on their first
-// `rot` dims, then written where rope_dst says.
+// `rot` dims, then written where rope_dst says (unrotated pairs: c = 1, s = 0 is exact).
 template <int R>
-ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, int n0, const float (&y)[R]) {
+ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<R>& in, int n0, const float (&y)[R]) {
   const int off = n0 % e.head_dim;
   const bool qk = n0 < e.q_size + e.kv_size, rotated = qk && off < e.rot;
-  const float* cs = e.cos_sin + e.positions[0] * e.rot;
   if (e.neox && rotated) {  // pairs (r, r + R/2): rows j and j + rot / 2
 #pragma unroll
     for (int r = 0; r < R / 2; ++r) {
-      const int j = (off >> 1) + r;
-      const float c = cs[j], s = cs[(e.rot >> 1) + j], a = y[r], b = y[r + R / 2];
-      __half* d0 = rope_dst(out, e, rope_row<R>(e, n0, r));
-      __half* d1 = rope_dst(out, e, rope_row<R>(e, n0, r + R / 2));
+      const float c = in.c[r], s = in.s[r], a = y[r], b = y[r + R / 2];
+      __half* d0 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r));
+      __half* d1 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r + R / 2));
       if (d0) {
         *d0 = __float2half_rn(a * c - b * s);
         *d1 = __float2half_rn(b * c + a * s);
@@ -94,12 +118,11 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, int n0, const
   for (int r = 0; r < R; r += 2) {  // GPT-J pairs (n0 + r, n0 + r + 1), or unrotated rows
     float a = y[r], b = y[r + 1];
     if (qk && !e.neox && off + r < e.rot) {
-      const int j = (off + r) >> 1;
-      const float c = cs[j], s = cs[(e.rot >> 1) + j];
+      const float c = in.c[r / 2], s = in.s[r / 2];
       a = y[r] * c - y[r + 1] * s;
       b = y[r + 1] * c + y[r] * s;
     }
-    __half* d = rope_dst(out, e, n0 + r);
+    __half* d = rope_dst(out, e, in.slot, n0 + r);
     if (d) *reinterpret_cast<__half2*>(d) = __floats2half2_rn(a, b);
   }
 }
@@ -195,12 +218,16 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   // NORM_IN: the first weight chunks load during the prologue (except q6_k with the GLU, where
   // holding them across it spills on sm_70)
   constexpr bool LOAD_FIRST = !(NORM_IN && F == F_Q6_K && EPI == EPI_GLU);
+  RopeIn<R> rin;  // EPI_ROPE: read by lane 0 of the kw == 0 warps (dead code otherwise)
+  const bool rope_lane = EPI == EPI_ROPE && kw == 0 && lane == 0 && n0 < N;
+  if (rope_lane) rin.start(rope);
   if (LOAD_FIRST) load(cur, 32 * U * kw);
   extern __shared__ uint4 xs[];  // NORM_IN: the normalized x, K / 8 uint4 (dynamic shared memory)
   if constexpr (NORM_IN) {
     gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);
     if (KS == 1 && n0 >= nout) return;
   }
+  if (rope_lane) rin.load_cos_sin(rope, n0);
   if (!LOAD_FIRST) load(cur, 32 * U * kw);
   for (int base = 32 * U * kw; base < nch; base += STEP) {
     if (PF && base + STEP < nch) load(nxt, base + STEP);
@@ -280,7 +307,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
       for (int r = 0; r < R; ++r)
         y[r] = __half2float(__float2half_rn(bias ? val[r] + __half2float(bias[row[r]]) : val[r]));
-      gemv_rope_cache<R>(out, rope, n0, y);
+      gemv_rope_cache<R>(out, rope, rin, n0, y);
     }
   } else if (kw == 0 && lane == 0) {
 #pragma unroll

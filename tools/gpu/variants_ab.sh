@@ -10,6 +10,7 @@
 #   bash tools/gpu/variants_ab.sh --prepare REV [REV ...]   # -> .ab/<rev>/packages (git archive)
 # Then on the device (repo root; carry .whl and .ab):
 #   bash tools/gpu/variants_ab.sh [ROUNDS]                  # ROUNDS (default 3) alternations
+#   ATTN=0 bash tools/gpu/variants_ab.sh [ROUNDS]           # without the attention shapes
 # Variants: every .ab/<rev>/ and "tree" (the working tree). ~40 s per variant and round on smollm2,
 # plus llama3-8b once per variant and the attention shapes: 3 rounds of 2 variants take ~4 min.
 set -u; cd "$(dirname "$0")/../.."
@@ -46,9 +47,9 @@ GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf
     echo "$v llama3-8b q4_0: $(PYTHONPATH=$(path_of "$v") timeout 60 python3 tools/ncu/target.py --shape llama3-8b \
       --weights q4_0 --batch 1 --context 512 --timed 20 --timeline 2 --profiled 0 2>&1 | grep -E "^decode step|^step 1:" | tr '\n' ' ')"
   done
-  # decode attention alone: decode_row from attention_check.sh (the same function, sliced out of it)
-  sed -n '/^def decode_row/,/^    return r$/p' tools/gpu/attention_check.sh > "$OUT/decode_row.py"
-  for v in $VARIANTS; do
+  # decode attention alone (skipped with ATTN=0): decode_row from attention_check.sh (sliced out of it)
+  [ "${ATTN:-1}" != 0 ] && sed -n '/^def decode_row/,/^    return r$/p' tools/gpu/attention_check.sh > "$OUT/decode_row.py"
+  for v in $( [ "${ATTN:-1}" != 0 ] && echo $VARIANTS ); do
     PYTHONPATH=$(path_of "$v") timeout 90 python3 - "$v" "$OUT/decode_row.py" <<'PYEOF'
 import math, statistics, sys
 import torch

@@ -100,8 +100,8 @@ __device__ void argmax_split_body(i64* __restrict__ out, Best* __restrict__ part
     asm volatile("fence.acq_rel.gpu;" ::: "memory");  // the partial before the count
     const int last = atomicAdd(counters + r, 1) == nchunks - 1;
     if (last) {
-      counters[r] = 0;  // every chunk of the row has counted: re-arm for the next launch
       asm volatile("fence.acq_rel.gpu;" ::: "memory");  // their partials before the reads below
+      counters[r] = 0;  // every chunk of the row has counted: re-arm for the next launch
     }
     is_last = last;
   }

@@ -126,12 +126,14 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
 // array serves every launch issued in order on one stream (CUDA graphs included); launches that
 // may run concurrently (other streams) must not share an array.
 // Warp per row (rows strided over the 4 warps), lane -> D / 32 contiguous columns; the weights
-// are computed 32 partitions at a time, one per lane, and broadcast by shuffles. Not inlined, scalar
-// arguments, no shared memory: the main loop's registers are dead here and its shared layout stays.
+// are computed 32 partitions at a time, one per lane, and broadcast by shuffles; the first 32
+// partitions' (m, l) and the first PC partitions' O are loaded together (a short context's whole
+// merge is one round trip after the count). Not inlined, scalar arguments, no shared memory: the
+// main loop's registers are dead here and its shared layout stays.
 // Every thread of the block calls it (uniform); other blocks' partials are read through L2 (__ldcg).
 // Of the partials (m, l) at ml[p * pstride] for p = first, first + step, ... < nparts: the max m over
 // those that saw a key (l > 0) and the last such p, reduced over the warp (every lane gets both).
-// The split-KV merges' first pass (flash_split_merge; attn_reduce per warp).
+// attn_reduce's first pass, per warp.
 ONECAT_DEVICE void partials_max_last(const float2* ml, i64 pstride, int first, int step, int nparts, float& m,
                                      int& last) {
   m = -INFINITY;
@@ -147,6 +149,25 @@ ONECAT_DEVICE void partials_max_last(const float2* ml, i64 pstride, int first, i
   for (int o = 16; o > 0; o >>= 1) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+  }
+}
+
+// V consecutive floats of one partial's O row (another block's: through L2).
+template <int V>
+ONECAT_DEVICE void load_partial_o(float (&o)[V], const float* src) {
+  if constexpr (V == 2) {
+    const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
+    o[0] = t.x;
+    o[1] = t.y;
+  } else {
+#pragma unroll
+    for (int v = 0; v < V; v += 4) {
+      const float4 t = __ldcg(reinterpret_cast<const float4*>(src + v));
+      o[v] = t.x;
+      o[v + 1] = t.y;
+      o[v + 2] = t.z;
+      o[v + 3] = t.w;
+    }
   }
 }
 
@@ -167,26 +188,62 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
     asm volatile("fence.acq_rel.gpu;" ::: "memory");  // this block's partials before its count
     is_last = atomicAdd(c, 1) == nparts - 1;
     if (is_last) {
-      *c = 0;  // every other partition of the group has counted: re-arm for the next launch
       asm volatile("fence.acq_rel.gpu;" ::: "memory");  // their partials before the merge's reads
+      *c = 0;  // every other partition of the group has counted: re-arm for the next launch (after
+               // the fence, which then waits on no store of this thread)
     }
   }
   if (!__syncthreads_or(is_last)) return;
   constexpr int V = D / 32;  // columns per lane: 2, 4, 8
+  constexpr int PC = 32 / V;  // partitions whose O is loaded with the first (m, l) (32 registers)
   const int lane = threadIdx.x & 31;
   const i64 pstride = (i64)n_tokens * hq;
-  for (int rr = threadIdx.x >> 5; rr < R; rr += FA_THREADS / 32) {
+  for (int rr = threadIdx.x >> 5; rr < R; rr += blockDim.x >> 5) {
     const int r = r0 + rr;
     const i64 row = (i64)(qs + r / group) * hq + kvh * group + r % group;
     const float2* ml = reinterpret_cast<const float2*>(part_ml) + row;
-    float M;
-    int last;
-    partials_max_last(ml, pstride, lane, 32, nparts, M, last);
-    float s = 0.f, acc[V];
+    const float* po = part_o + row * D + lane * V;
+    // One round trip for the common case (nparts <= PC): lane p's (m, l) of partition p and the O of
+    // the first PC partitions, all loaded before anything waits on them.
+    const float2 x0 = lane < nparts ? __ldcg(ml + lane * pstride) : make_float2(-INFINITY, 0.f);
+    float pre[PC][V];
+#pragma unroll
+    for (int j = 0; j < PC; ++j)
+      if (j < nparts) load_partial_o<V>(pre[j], po + j * pstride * D);
+    float M = x0.y > 0.f ? x0.x : -INFINITY;
+    int last = x0.y > 0.f ? lane : -1;
+    for (int p = lane + 32; p < nparts; p += 32) {
+      const float2 x = __ldcg(ml + p * pstride);
+      if (x.y > 0.f) {
+        M = fmaxf(M, x.x);
+        last = p;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+    const float w0 = x0.y > 0.f ? x0.y * exp2f(x0.x - M) : 0.f;  // partition `lane`'s weight
+    float s = w0, acc[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[v] = 0.f;
-    const float* po = part_o + row * D + lane * V;
-    for (int p0 = 0; p0 <= last; p0 += 32) {
+#pragma unroll
+    for (int j = 0; j < PC; ++j) {
+      const float wj = __shfl_sync(0xffffffffu, w0, j);
+      if (j <= last)  // uniform: last is the warp's
+#pragma unroll
+        for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, pre[j][v], acc[v]);
+    }
+    for (int j = PC; j < 32; ++j) {  // partitions PC..31: weights from w0, O loaded now
+      const float wj = __shfl_sync(0xffffffffu, w0, j);
+      if (j > last) break;
+      float o[V];
+      load_partial_o<V>(o, po + j * pstride * D);
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[v], acc[v]);
+    }
+    for (int p0 = 32; p0 <= last; p0 += 32) {  // partitions >= 32 (long contexts): 32 at a time
       const int p = p0 + lane;
       const float2 x = p <= last ? __ldcg(ml + p * pstride) : make_float2(-INFINITY, 0.f);
       const float w = p <= last && x.y > 0.f ? x.y * exp2f(x.x - M) : 0.f;
@@ -195,22 +252,8 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
 #pragma unroll 8
       for (int j = 0; j < n; ++j) {
         const float wj = __shfl_sync(0xffffffffu, w, j);
-        const float* src = po + (p0 + j) * pstride * D;  // always a valid partial (empty ones hold zeros)
         float o[V];
-#pragma unroll
-        for (int v = 0; v < V; v += 4 < V ? 4 : V) {
-          if constexpr (V == 2) {
-            const float2 t = __ldcg(reinterpret_cast<const float2*>(src));
-            o[0] = t.x;
-            o[1] = t.y;
-          } else {
-            const float4 t = __ldcg(reinterpret_cast<const float4*>(src + v));
-            o[v] = t.x;
-            o[v + 1] = t.y;
-            o[v + 2] = t.z;
-            o[v + 3] = t.w;
-          }
-        }
+        load_partial_o<V>(o, po + (p0 + j) * pstride * D);  // always a valid partial (empty ones hold zeros)
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[v], acc[v]);
       }
@@ -274,27 +317,6 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
     }
     return;
   }
-
-  // Query rows -> shared memory (FP16 as given; the scale is applied to S in FP32).
-  for (int i = tid; i < ROWS * D / 8; i += FA_THREADS) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8, rr = r0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < R) v = *reinterpret_cast<const uint4*>(a.q + (i64)(qs + rr / a.group) * a.q_stride +
-                                                   (i64)(kvh * a.group + rr % a.group) * D + c);
-    *reinterpret_cast<uint4*>(qsm + r * LDK + c) = v;
-  }
-  // The row of each accumulator element: load a matrix of row indices into a fragment.
-  float* sw = sb + warp * 16 * LDS;
-  for (int i = lane; i < 256; i += 32) sw[(i >> 4) * LDS + (i & 15)] = (float)(i >> 4);
-  __syncwarp();
-  int rowmap[8];
-  {
-    FaC t;
-    fa_load_c(t, sw, LDS);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) rowmap[i] = (int)t.r[i];
-  }
-  __syncwarp();
 
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
   const int bs = 1 << a.bs_shift;
@@ -360,11 +382,46 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
     for (int i = 0; i < 8; ++i) o[f].r[i] = 0.f;
 
   // Steps of KT keys; PF register sets of K/V loads in flight (PF = 2 for FP8 decode: half the bytes
-  // per load, so two steps ahead keep as many bytes in flight as FP16 does with one).
+  // per load, so two steps ahead keep as many bytes in flight as FP16 does with one). The first
+  // steps' loads go out before the query rows are read: the chain to the first S is page ids, then
+  // K/V with Q alongside (not Q, then page ids, then K/V: one global round trip less per block).
   stage_pages(kstart);
   __syncthreads();
 #pragma unroll
   for (int u = 0; u < PF; ++u) load_step(kstart + u * KT, kr[u], vr[u]);  // FA_SEG >= PF * KT
+
+  // Query rows -> shared memory (FP16 as given; the scale is applied to S in FP32); read by the
+  // step loop after its barriers. All of a thread's loads first (one round trip), then the stores.
+  {
+    constexpr int QPT = ROWS * D / 8 / FA_THREADS;
+    static_assert(ROWS * D / 8 % FA_THREADS == 0, "query tile loads");
+    uint4 qv[QPT];
+#pragma unroll
+    for (int t = 0; t < QPT; ++t) {
+      const int i = tid + t * FA_THREADS, r = i / (D / 8), c = (i % (D / 8)) * 8, rr = r0 + r;
+      qv[t] = r < R ? *reinterpret_cast<const uint4*>(a.q + (i64)(qs + rr / a.group) * a.q_stride +
+                                                      (i64)(kvh * a.group + rr % a.group) * D + c)
+                    : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int t = 0; t < QPT; ++t) {
+      const int i = tid + t * FA_THREADS;
+      *reinterpret_cast<uint4*>(qsm + (i / (D / 8)) * LDK + (i % (D / 8)) * 8) = qv[t];
+    }
+  }
+  // The row of each accumulator element: load a matrix of row indices into a fragment.
+  float* sw = sb + warp * 16 * LDS;
+  for (int i = lane; i < 256; i += 32) sw[(i >> 4) * LDS + (i & 15)] = (float)(i >> 4);
+  __syncwarp();
+  int rowmap[8];
+  {
+    FaC t;
+    fa_load_c(t, sw, LDS);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) rowmap[i] = (int)t.r[i];
+  }
+  __syncwarp();
+
   for (int tb = kstart; tb < kend; tb += PF * KT) {
 #pragma unroll
   for (int u = 0; u < PF; ++u) {

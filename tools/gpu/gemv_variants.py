@@ -4,7 +4,9 @@ variant against a float64 reference on the first 256 rows, times it like onecat.
 (CUDA events after a queued sleep, rotating over weight sets > 160 MB), and prints the best shape
 per format last (what cuda_ops.gemv_m1_shape should pick).
 
-    python3 tools/gpu/gemv_variants.py [--formats q4_0,q4_k,awq] [--json out.json]
+    python3 tools/gpu/gemv_variants.py [--formats q4_0,q4_k,awq] [--shapes smollm2] [--json out.json]
+
+--shapes smollm2: SmolLM2-135M's matrices instead (K = 576 / 1536: fewer chunks per row than lanes).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import torch
 from onecat.kernels import cuda_ops
 from onecat.kernels.bench import (GEMV_FORMATS, LLAMA3_8B_GEMV, ROTATE_BYTES, _subset, copy_bandwidth,
                                   packed_gpu, time_sets)
+
+SMOLLM2_GEMV = [(960, 576), (3072, 576), (576, 576), (576, 1536), (49152, 576)]  # qkv, gate_up, o, down, LM head
 
 
 def run(w, x, kern, rows_per_block: int):
@@ -35,12 +39,14 @@ def main() -> int:
     ap.add_argument("--formats", default=",".join(GEMV_FORMATS))
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json", default="")
+    ap.add_argument("--shapes", choices=["llama3-8b", "smollm2"], default="llama3-8b")
     args = ap.parse_args()
+    shapes = LLAMA3_8B_GEMV if args.shapes == "llama3-8b" else SMOLLM2_GEMV
     gen = torch.Generator("cuda").manual_seed(0)
     copy0 = copy_bandwidth()
     rows = []
     for fmt in args.formats.split(","):
-        for n, k in LLAMA3_8B_GEMV:
+        for n, k in shapes:
             first = packed_gpu(n, k, fmt, gen)
             nsets = max(1, min(32, math.ceil(ROTATE_BYTES / first.nbytes)))
             ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
@@ -68,7 +74,7 @@ def main() -> int:
         print(f"{row['format']:<6} {str(row['n']) + 'x' + str(row['k']):<13} {row['variant']:>9} "
               f"{row['median_us']:>8.1f} {row['min_us']:>8.1f} {row['max_us']:>8.1f} {100 * row['frac_copy']:>5.0f}% "
               f"{row['rel_err']:>8.1e}{'' if row['finite'] else ' NaN!'}")
-    print("best (R, U) per format by total median time over the four shapes:")
+    print("best (R, U) per format by total median time over the shapes:")
     for fmt in args.formats.split(","):
         tot = {}
         for row in rows:

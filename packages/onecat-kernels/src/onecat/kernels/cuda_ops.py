@@ -204,7 +204,12 @@ GEMV_M1_SHAPES = ((2, 1, 1, ""), (4, 1, 1, ""), (4, 1, 1, "n"), (8, 1, 1, "n"), 
 def gemv_m1_shape(fmt: str, n: int, k: int) -> tuple[int, int, int, str]:
     """The M = 1 kernel shape per format and matrix, from tools/gpu/gemv_variants.py on the H200
     (benchmarks/results/h200-2026-11-29/gemv-variants3.txt): few rows (N <= 8192) need the K split
-    across warps to fill the GPU; many rows want more resident warps and no prefetch."""
+    across warps to fill the GPU; many rows want more resident warps and no prefetch. Short rows
+    (K <= 1024: at most 32 chunks, one per lane) leave a second K-warp idle: many of them (SmolLM2's
+    49152 x 576 LM head) take 8 rows per warp and no split (q8_0 19.5 -> 13.2 us, q4_1 17.5 -> 12.7;
+    benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
+    if k <= 1024 and n >= 16384 and fmt in ("q4_0", "q4_1", "q8_0", "awq"):
+        return (8, 1, 1, "n")
     if fmt == "q8_0":
         return (4, 1, 2, "n")
     if fmt == "q6_k":

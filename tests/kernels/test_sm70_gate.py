@@ -156,3 +156,34 @@ def test_packed_gemm_fits_volta():
         u = c.usage[name]
         assert u["smem"] <= 48 * 1024 and 2 * u["smem"] <= SMEM_LIMIT, (name, u)
         assert 2 * 128 * u["registers"] <= 65536, (name, u)
+
+
+def _pdl_kernels() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(linear_fused_ops).values()]:
+        for kern in (k.values() if isinstance(k, dict) else [k]):
+            if isinstance(kern, Kernel) and kern.pdl:
+                out.setdefault(kern.source, set()).add(kern.name)
+    for f in cuda_ops.PACKED_FORMATS:  # built on demand (gemv_m1_kernel)
+        for shape in cuda_ops.GEMV_M1_SHAPES:
+            kern = cuda_ops.gemv_m1_kernel(f, *shape)
+            assert kern.pdl
+            out.setdefault(kern.source, set()).add(kern.name)
+    return out
+
+
+@pytest.mark.parametrize("source", sorted(_pdl_kernels()))
+def test_pdl_kernels_wait(source, tmp_path):
+    """Kernels the host launches with programmatic dependent launch on sm_90 (Kernel(pdl=True)) wait
+    on the previous grid (griddepcontrol.wait = ACQBULK) and release the next (PREEXIT) in their
+    sm_90 SASS; their sm_70 SASS has neither (common.cuh compiles them out for Volta)."""
+    names = _pdl_kernels()[source]
+    for arch, present in ((90, True), (70, False)):
+        path = tmp_path / f"{source}.{arch}.cubin"
+        path.write_bytes(compiled(source, arch).cubin)
+        text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(path)], capture_output=True, text=True,
+                              check=True).stdout
+        funcs = {chunk.partition("\n")[0].strip(): chunk for chunk in re.split(r"\n\s*Function : ", text)[1:]}
+        for name in names:
+            body = funcs[name]
+            assert ("ACQBULK" in body and "PREEXIT" in body) == present, (arch, name)

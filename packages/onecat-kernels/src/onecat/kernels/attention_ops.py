@@ -45,7 +45,7 @@ _KV_KINDS = ("f16", "e4m3", "e5m2")
 # instantiate them: (rows per block, keys per step).
 DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}
 PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
-_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED)
+_DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED, pdl=True)
            for d in HEAD_DIMS for kv in _KV_KINDS}
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")

@@ -184,7 +184,7 @@ def supports_argmax(p: Problem) -> list[str]:
 
 
 # -- kernels and provider functions --------------------------------------------------------------
-_RMS = {(v, res): Kernel("rms_norm.cu", f"rms_norm{'_add' if res else ''}_v{v}", "pppppif")
+_RMS = {(v, res): Kernel("rms_norm.cu", f"rms_norm{'_add' if res else ''}_v{v}", "pppppif", pdl=True)
         for v in (8, 1) for res in (False, True)}
 _ROT = {(neox, v): Kernel("rotary.cu", f"rotary_{'neox' if neox else 'gptj'}_v{v}", "ppppppqqiiii")
         for neox in (True, False) for v in (8, 2)}
@@ -222,7 +222,7 @@ def gemv_m1_shape(fmt: str, n: int, k: int) -> tuple[int, int, int, str]:
 
 
 def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kernel:
-    return Kernel("gemv_packed.cu", f"gemv_r_{fmt}_r{r}u{u}k{ks}{sfx}", "ppppppiiii")
+    return Kernel("gemv_packed.cu", f"gemv_r_{fmt}_r{r}u{u}k{ks}{sfx}", "ppppppiiii", pdl=True)
 
 
 def gemv_m1_rows_per_block(r: int, ks: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import struct
 import threading
 
@@ -18,6 +19,16 @@ import torch
 from . import build
 
 _SLOT = {"p": "Q", "i": "i4x", "I": "I4x", "q": "q", "f": "f4x"}  # 8-byte slot per argument
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, 4 bytes of padding, a 64-byte union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -25,6 +36,8 @@ def libcuda() -> ctypes.CDLL:
     lib = ctypes.CDLL("libcuda.so.1")
     lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     lib.cuLaunchKernel.restype = ctypes.c_int
+    lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuLaunchKernelEx.restype = ctypes.c_int
     _check(lib.cuInit(0), "cuInit", lib)
     return lib
 
@@ -46,6 +59,13 @@ def driver_reasons() -> list[str]:
     except (OSError, RuntimeError) as e:
         return [f"CUDA driver unusable: {e}"]
     return []
+
+
+@functools.lru_cache(maxsize=None)
+def pdl_enabled(device: int) -> bool:
+    """Programmatic dependent launch for the kernels built for it (Kernel(pdl=True)): on sm_90+
+    (the instruction does not exist before Hopper), unless ONECAT_PDL=0."""
+    return os.environ.get("ONECAT_PDL", "1") != "0" and torch.cuda.get_device_capability(device) >= (9, 0)
 
 
 _modules: dict[tuple[str, int, int], tuple[ctypes.c_void_p, build.Compiled]] = {}
@@ -82,10 +102,15 @@ def load_module(source: str, device: int) -> tuple[ctypes.c_void_p, build.Compil
 
 class Kernel:
     """One `extern "C"` kernel of a csrc/ source; `signature` has one letter per argument:
-    p pointer (tensor or int address, 0 for null), i int32, I uint32, q int64, f float32."""
+    p pointer (tensor or int address, 0 for null), i int32, I uint32, q int64, f float32.
+    `pdl`: the kernel follows common.cuh's programmatic-dependent-launch rule (reads nothing a
+    kernel writes before pdl_wait()); on sm_90+ it is launched with the attribute that lets it start
+    while the previous kernel finishes (pdl_enabled)."""
 
-    def __init__(self, source: str, name: str, signature: str):
-        self.source, self.name, self.signature = source, name, signature
+    def __init__(self, source: str, name: str, signature: str, pdl: bool = False):
+        self.source, self.name, self.signature, self.pdl = source, name, signature, pdl
+        self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        self._config = _LaunchConfig(attrs=ctypes.pointer(self._attr), num_attrs=1)
         self._fmt = "<" + "".join(_SLOT[c] for c in signature)
         self._buf = (ctypes.c_uint64 * max(1, len(signature)))()
         base = ctypes.addressof(self._buf)
@@ -108,7 +133,14 @@ class Kernel:
         fn = self.function(dev)
         struct.pack_into(self._fmt, self._buf, 0, *args)
         stream = torch.cuda.current_stream(dev).cuda_stream
-        res = libcuda().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                       smem, stream, self._params, None)
+        if self.pdl and pdl_enabled(dev):
+            c = self._config
+            c.grid[0], c.grid[1], c.grid[2] = grid
+            c.block[0], c.block[1], c.block[2] = block
+            c.shared, c.stream = smem, stream
+            res = libcuda().cuLaunchKernelEx(ctypes.byref(c), fn, self._params, None)
+        else:
+            res = libcuda().cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                           smem, stream, self._params, None)
         if res != 0:
             _check(res, f"cuLaunchKernel({self.name}, grid={grid}, block={block})")

@@ -30,11 +30,12 @@ NORM_SHAPES = {"q4_0": ((4, 1, 2, "n"), (4, 1, 1, "n")), "q4_1": ((4, 1, 2, "n")
                "awq": ((4, 1, 2, "n"), (4, 1, 1, "n")), "q8_0": ((4, 1, 2, "n"),),
                "q4_k": ((4, 1, 2, ""), (4, 1, 1, ""), (4, 1, 1, "n")), "q6_k": ((2, 1, 1, ""),)}
 _ARGS = "ppppppiiipppf"
-_PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn", _ARGS)
+_PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn", _ARGS, pdl=True)
           for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
-_GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS)
+_GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS, pdl=True)
         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
-_ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope", _ARGS + "pppppiiiii")
+_ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
+                        _ARGS + "pppppiiiii", pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes

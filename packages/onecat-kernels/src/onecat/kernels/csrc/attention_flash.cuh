@@ -288,6 +288,8 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   float* l_s = reinterpret_cast<float*>(smem + C::L_OFF);
   int* pages = reinterpret_cast<int*>(smem + C::P_OFF);
 
+  pdl_launch_dependents();  // sm_90 with PDL: launched early, every input read after the previous kernel
+  pdl_wait();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wd = warp % WD, wk = (warp / WD) % WK, wr = warp / (WD * WK);
   const int chunk = a.nchunks - 1 - (int)blockIdx.x;  // last rows (most keys) first

@@ -8,6 +8,23 @@ typedef long long i64;
 
 #define ONECAT_DEVICE __device__ __forceinline__
 
+// Programmatic dependent launch (sm_90+; compiled out for Volta and Turing/Ampere, which lack it).
+// A kernel the host launches with the PDL attribute (driver.Kernel(pdl=True)) may start while the
+// previous kernel in the stream still runs: before pdl_wait() it may read only what no kernel of
+// the step writes (model weights), and it reads or writes everything else after it. pdl_wait()
+// returns once the previous grid has completed and its memory is visible. pdl_launch_dependents()
+// lets the next PDL kernel start once every block of this grid has called it (or exited).
+ONECAT_DEVICE void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+ONECAT_DEVICE void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // 8 halves moved as one 128-bit access (LDG.E.128 / STG.E.128).
 union Half8 {
   uint4 u;

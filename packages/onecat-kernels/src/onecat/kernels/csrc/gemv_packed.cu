@@ -220,8 +220,12 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   constexpr bool LOAD_FIRST = !(NORM_IN && F == F_Q6_K && EPI == EPI_GLU);
   RopeIn<R> rin;  // EPI_ROPE: read by lane 0 of the kw == 0 warps (dead code otherwise)
   const bool rope_lane = EPI == EPI_ROPE && kw == 0 && lane == 0 && n0 < N;
-  if (rope_lane) rin.start(rope);
   if (LOAD_FIRST) load(cur, 32 * U * kw);
+  // sm_90 with PDL: the weights above stream while the previous kernel finishes; x, the residual,
+  // positions and every output only after it
+  pdl_launch_dependents();
+  pdl_wait();
+  if (rope_lane) rin.start(rope);
   extern __shared__ uint4 xs[];  // NORM_IN: the normalized x, K / 8 uint4 (dynamic shared memory)
   if constexpr (NORM_IN) {
     gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);

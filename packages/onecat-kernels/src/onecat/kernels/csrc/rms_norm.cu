@@ -15,6 +15,8 @@ __device__ void rms_norm_body(__half* __restrict__ out, __half* __restrict__ res
                               const __half* __restrict__ x, const __half* __restrict__ res,
                               const __half* __restrict__ w, int hidden, float eps) {
   __shared__ float red[32];
+  pdl_launch_dependents();  // sm_90 with PDL: the next kernel may start; x / res after the previous one
+  pdl_wait();
   const i64 row = blockIdx.x;
   const int nvec = hidden / VEC;
   x += row * hidden;

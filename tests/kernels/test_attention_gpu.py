@@ -196,7 +196,7 @@ def test_dispatch_and_graph_replay():
     with torch.cuda.graph(g):
         out = step()
     for _ in range(2):
-        q.copy_(torch.randn_like(q))
+        q_src.copy_(torch.randn_like(q_src))
         g.replay()
         torch.cuda.synchronize()
         want = ref.paged_attention(q.float(), kc.float(), vc.float(), md, 0.1)
@@ -273,18 +273,26 @@ def test_fused_fallback_two_launches(monkeypatch, decode_launches):
 
 
 @pytest.mark.parametrize("batch,hq,hk,d", [(1, 9, 3, 64), (4, 32, 8, 128)])
-def test_fused_graph_replays(batch, hq, hk, d, decode_launches):
+@pytest.mark.parametrize("host_written", [False, True])
+def test_fused_graph_replays(batch, hq, hk, d, host_written, decode_launches):
     """A captured decode step (planned for 512 / 4096 keys) replayed three times in a row with new
-    queries and shorter contexts: the fused merge's counters re-arm between replays."""
+    queries and shorter contexts: the fused merge's counters re-arm between replays. host_written:
+    the metadata as the engine's graphs pass it (on sm_90 the kernel reads lengths and page ids
+    before waiting on the kernel ahead of it, here the one writing the queries)."""
     gen = torch.Generator().manual_seed(SEED + batch)
     max_len = 512 if batch == 1 else 4096
     q_lens, seq_lens, bs = [1] * batch, [max_len] * batch, 16
     nb = batch * max_len // bs + 3
-    md = paged_metadata(q_lens, seq_lens, bs, nb, gen, "cuda")
-    q = torch.randn(batch, hq, d, device="cuda").half()
+    md = dataclasses.replace(paged_metadata(q_lens, seq_lens, bs, nb, gen, "cuda"), host_written=host_written)
+    q_src = torch.randn(batch, hq, d, device="cuda").half()
+    norm_w = torch.ones(d, device="cuda").half()
     kc = torch.randn(nb, bs, hk, d, device="cuda").half()
     vc = torch.randn(nb, bs, hk, d, device="cuda").half()
-    step = lambda: ops.paged_attention(q, kc, vc, md, 0.125)  # noqa: E731
+
+    def step():  # the queries come from a kernel just ahead of the attention (rms_norm: a PDL one)
+        q = ops.rms_norm(q_src.view(-1, d), norm_w, 1e-6).view(batch, hq, d)
+        return q, ops.paged_attention(q, kc, vc, md, 0.125)
+
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -293,13 +301,13 @@ def test_fused_graph_replays(batch, hq, hk, d, decode_launches):
     decode_launches.clear()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        out = step()
+        q, out = step()
     _assert_fused(decode_launches, "capture")
     rnd = random.Random(SEED)
     for rep in range(3):
         lens = [max_len] * batch if rep == 0 else [rnd.randint(1, max_len) for _ in range(batch)]
         md.seq_lens.copy_(torch.tensor(lens, dtype=torch.int32))
-        q.copy_(torch.randn_like(q))
+        q_src.copy_(torch.randn_like(q_src))
         g.replay()
         torch.cuda.synchronize()
         want = ref.paged_attention(q.float(), kc.float(), vc.float(),

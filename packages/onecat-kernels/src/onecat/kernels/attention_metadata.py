@@ -27,6 +27,10 @@ class AttentionMetadata:
     block_tables [B, max_blocks] int32: physical KV block ids per request, in order.
     slot_mapping [T] int64: flat cache slot (block * block_size + offset) of each new token.
     The *_cpu lists mirror the tensors on the host so reference code never syncs the device.
+    host_written: query_start_loc, seq_lens and block_tables are filled by host copies issued before
+    the step's first kernel and no kernel of the step writes them (the CUDA-graph decode's static
+    buffers): on sm_90 the decode attention then reads them before waiting on the kernel ahead of it
+    (programmatic dependent launch). Leave False where any of them may come from a kernel.
     """
 
     query_start_loc: torch.Tensor
@@ -37,6 +41,7 @@ class AttentionMetadata:
     seq_lens_cpu: list[int]
     max_query_len: int
     max_seq_len: int
+    host_written: bool = False
     _split: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -72,4 +77,5 @@ class AttentionMetadata:
         return replace(self, query_start_loc=qsl - r0 if r0 else qsl, seq_lens=self.seq_lens[lo:hi],
                        block_tables=self.block_tables[lo:hi], slot_mapping=self.slot_mapping[r0:r1],
                        query_start_loc_cpu=[x - r0 for x in q], seq_lens_cpu=lens,
-                       max_query_len=max(b - a for a, b in zip(q, q[1:])), max_seq_len=max(lens), _split={})
+                       max_query_len=max(b - a for a, b in zip(q, q[1:])), max_seq_len=max(lens), _split={},
+                       host_written=self.host_written and not r0)  # qsl - r0 is a kernel's output

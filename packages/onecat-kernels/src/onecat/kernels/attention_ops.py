@@ -37,8 +37,8 @@ BLOCKS_PER_SM = 2  # resident 128-thread attention blocks per SM (registers; sm_
 MIN_PART = 64  # keys per partition at least (one 64-key step: short contexts are latency-bound)
 REDUCE_MAX_PARTS = 1024  # attn_reduce weighs the partitions in shared memory (csrc/attention_decode.cu)
 
-_SIG = "ppppppppp" "q" "iiiiiiiiii" "fff"  # prefill: (out, part_o, part_ml, q, ...)
-_SIG_FUSED = "pppppppppp" "q" "iiiiiiiiii" "fff"  # decode: (out, part_o, part_ml, counters, q, ...)
+_SIG = "ppppppppp" "i" "q" "iiiiiiiiii" "fff"  # prefill: (out, part_o, part_ml, q, ..., qsl, meta_ready, ...)
+_SIG_FUSED = "pppppppppp" "i" "q" "iiiiiiiiii" "fff"  # decode: (out, part_o, part_ml, counters, q, ...)
 COUNTERS_MIN = 4096  # int32 counters of the fused split-KV merge allocated at least (16 KB)
 _KV_KINDS = ("f16", "e4m3", "e5m2")
 # Tile shapes of attention_flash.cuh per head dim, as attention_decode.cu / attention_prefill.cu
@@ -197,7 +197,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             *((0 if counters is None else counters.data_ptr(),) if fused else ()),
             query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
-            seq_lens.data_ptr(), qsl.data_ptr(), query.stride(0),
+            seq_lens.data_ptr(), qsl.data_ptr(), int(fused and metadata.host_written), query.stride(0),
             t, hq, hk, group, bs.bit_length() - 1, bt.stride(0), window, nparts, part, nchunks,
             float(qk), cap, float(v_mul), device=query.device)
     if nparts > 1 and counters is None:

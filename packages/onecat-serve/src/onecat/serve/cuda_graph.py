@@ -88,7 +88,8 @@ class DecodeGraphs:
         return AttentionMetadata(query_start_loc=self.qsl[:b + 1], seq_lens=self.seq_lens[:b],
                                  block_tables=self.tables[:b], slot_mapping=self.slots[:b],
                                  query_start_loc_cpu=list(range(b + 1)), seq_lens_cpu=[self.max_model_len] * b,
-                                 max_query_len=1, max_seq_len=self.max_model_len)
+                                 max_query_len=1, max_seq_len=self.max_model_len,
+                                 host_written=True)  # run() copies them in before each replay
 
     def _forward(self, b: int) -> torch.Tensor:
         hidden = self.model.forward(self.ids[:b], self.positions[:b], self.kv_caches, self._metadata(b))

@@ -76,6 +76,9 @@ struct FlashArgs {
   const int* block_tables; // [B, bt_stride]
   const int* seq_lens;     // [B]
   const int* qsl;          // [B + 1]
+  int meta_ready;          // block_tables / seq_lens / qsl come from host copies made before the
+                           // step's first kernel and no kernel writes them (a CUDA-graph decode):
+                           // read before pdl_wait() (sm_90 PDL)
   i64 q_stride;
   int n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks;
   float qk_scale, soft_cap, v_mul;
@@ -179,6 +182,7 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
   const int qs = qsl[b], rows_total = (qsl[b + 1] - qs) * group;
   if (r0 >= rows_total) return;  // a chunk past the request's rows: none of its partitions counts
   const int R = min(ROWS, rows_total - r0);
+  pdl_wait();  // (no-op if waited already) before the counters and partials
   // Release / acquire by thread 0 around the count (the barriers order the block's own accesses
   // against it): fence.acq_rel, not __threadfence's sequentially consistent MEMBAR.SC.
   __syncthreads();
@@ -288,8 +292,11 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   float* l_s = reinterpret_cast<float*>(smem + C::L_OFF);
   int* pages = reinterpret_cast<int*>(smem + C::P_OFF);
 
-  pdl_launch_dependents();  // sm_90 with PDL: launched early, every input read after the previous kernel
-  pdl_wait();
+  // sm_90 with PDL: launched while the previous kernel (the qkv projection) runs. With meta_ready the
+  // request's lengths and page ids are read before waiting on it (two global round trips off the
+  // chain), Q and K/V (this step's token) after; otherwise everything after.
+  pdl_launch_dependents();
+  if (!a.meta_ready) pdl_wait();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wd = warp % WD, wk = (warp / WD) % WK, wr = warp / (WD * WK);
   const int chunk = a.nchunks - 1 - (int)blockIdx.x;  // last rows (most keys) first
@@ -306,6 +313,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   const int kstart = max(pstart, clo), kend = min(pend, ctx - ql + qi_max + 1);
 
   if (kstart >= kend) {  // nothing visible in this partition: empty partials (counted by the fused merge too)
+    pdl_wait();
     if (a.nparts > 1) {
       for (int i = tid; i < R * D; i += FA_THREADS) {
         const int r = r0 + i / D, tok = qs + r / a.group, h = kvh * a.group + r % a.group;
@@ -389,6 +397,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   // K/V with Q alongside (not Q, then page ids, then K/V: one global round trip less per block).
   stage_pages(kstart);
   __syncthreads();
+  pdl_wait();  // (a no-op after the first) K/V and Q are the previous kernels' outputs
 #pragma unroll
   for (int u = 0; u < PF; ++u) load_step(kstart + u * KT, kr[u], vr[u]);  // FA_SEG >= PF * KT
 
@@ -576,9 +585,9 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
       NAME(__half* out, float* part_o, float* part_ml, const __half* q, const unsigned char* kc,           \
            const unsigned char* vc, const int* block_tables, const int* seq_lens, const int* qsl,         \
-           i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift, int bt_stride, int window, \
+           int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift, int bt_stride, int window, \
            int nparts, int part, int nchunks, float qk_scale, float soft_cap, float v_mul) {              \
-    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
                       qk_scale, soft_cap, v_mul};                                                         \
     flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \
@@ -587,10 +596,11 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   extern "C" __global__ void __launch_bounds__(FA_THREADS)                                               \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                    \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
-           const int* qsl, i64 q_stride, int n_tokens, int hq, int hk, int group, int bs_shift,           \
+           const int* qsl, int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group,         \
+           int bs_shift,                                                                                  \
            int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale, float soft_cap,   \
            float v_mul) {                                                                                 \
-    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, q_stride,             \
+    const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,         \
                       qk_scale, soft_cap, v_mul};                                                         \
     flash_body<D, KV, WR, WK, WD, NK>(a);                                                                \

@@ -43,8 +43,8 @@ extern "C" __global__ void __launch_bounds__(256) attn_reduce(__half* out, const
   const i64 pstride = (i64)n_tokens * hq;
   const float2* ml_p = reinterpret_cast<const float2*>(part_ml);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-  float m;
-  int last;
+  float m = -INFINITY;
+  int last = -1;
   partials_max_last(ml_p + row, pstride, threadIdx.x, blockDim.x, nparts, m, last);
   if (lane == 0) {
     red[warp] = m;

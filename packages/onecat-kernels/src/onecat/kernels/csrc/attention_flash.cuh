@@ -135,12 +135,11 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
 // main loop's registers are dead here and its shared layout stays.
 // Every thread of the block calls it (uniform); other blocks' partials are read through L2 (__ldcg).
 // Of the partials (m, l) at ml[p * pstride] for p = first, first + step, ... < nparts: the max m over
-// those that saw a key (l > 0) and the last such p, reduced over the warp (every lane gets both).
-// attn_reduce's first pass, per warp.
+// those that saw a key (l > 0) and the last such p, folded into this lane's (m, last) as given, then
+// reduced over the warp (every lane gets both). The split-KV merges' first pass (attn_reduce per
+// warp; flash_split_merge past the partitions it loaded at once).
 ONECAT_DEVICE void partials_max_last(const float2* ml, i64 pstride, int first, int step, int nparts, float& m,
                                      int& last) {
-  m = -INFINITY;
-  last = -1;
   for (int p = first; p < nparts; p += step) {
     const float2 x = __ldcg(ml + p * pstride);
     if (x.y > 0.f) {
@@ -216,18 +215,7 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
       if (j < nparts) load_partial_o<V>(pre[j], po + j * pstride * D);
     float M = x0.y > 0.f ? x0.x : -INFINITY;
     int last = x0.y > 0.f ? lane : -1;
-    for (int p = lane + 32; p < nparts; p += 32) {
-      const float2 x = __ldcg(ml + p * pstride);
-      if (x.y > 0.f) {
-        M = fmaxf(M, x.x);
-        last = p;
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    }
+    partials_max_last(ml, pstride, lane + 32, 32, nparts, M, last);
     const float w0 = x0.y > 0.f ? x0.y * exp2f(x0.x - M) : 0.f;  // partition `lane`'s weight
     float s = w0, acc[V];
 #pragma unroll

@@ -180,9 +180,9 @@ def test_split_kv_host_side(kv, monkeypatch, gen):
         calls.append((kernel.name, grid, block, args))
 
     monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
-    monkeypatch.setattr(attention_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
+    monkeypatch.setattr(cuda_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
     capturing = [True]
-    monkeypatch.setattr(attention_ops, "_capturing", lambda device: capturing[0])
+    monkeypatch.setattr(cuda_ops, "_capturing", lambda device: capturing[0])
     md = paged_metadata([1, 1], [9000, 40], 16, 600, gen)
     q = torch.randn(2, 32, 128, generator=gen).half()
     kc = torch.zeros(600, 16, 8, 128, dtype=kv)
@@ -198,14 +198,14 @@ def test_split_kv_host_side(kv, monkeypatch, gen):
     assert grid == (1, 8, 2 * nparts) and nparts > 1 and nparts * part >= 9000 and block == (128, 1, 1)
     assert rgrid == (2, 32, 1) and rblock == (128, 1, 1)
     assert args[-1] == pytest.approx(v_mul) and rargs[-1] == pytest.approx(v_mul)
-    assert attention_ops._counter_arrays(q.device) == []
+    assert cuda_ops._counter_arrays(q.device) == []
 
     # eager: one launch, a zeroed counter array covering the grid's (request, KV head, row chunk)
     capturing[0] = False
     calls.clear()
     attention_ops.paged_attention(q, kc, kc, md, 0.1, None, None, 0.5, 0.25)
     ((dname, grid, block, args),) = calls
-    (counters,) = attention_ops._counter_arrays(q.device)
+    (counters,) = cuda_ops._counter_arrays(q.device)
     assert dname == f"attn_decode_d128_{suffix}" and args[3] == counters.data_ptr() and args[-6] > 1
     assert counters.dtype == torch.int32 and counters.numel() >= 2 * 8 * 1 and not counters.any()
     # under capture again: the same array (a captured graph keeps its address)
@@ -215,11 +215,11 @@ def test_split_kv_host_side(kv, monkeypatch, gen):
     assert len(calls) == 1 and calls[0][3][3] == counters.data_ptr()
     # a grid larger than the array: grows outside capture only (the old array stays alive)
     need = counters.numel() + 1
-    assert attention_ops.split_counters(q.device, need) is None
+    assert cuda_ops.split_counters(q.device, need) is None
     capturing[0] = False
-    bigger = attention_ops.split_counters(q.device, need)
-    assert bigger.numel() >= need and attention_ops._counter_arrays(q.device) == [counters, bigger]
-    assert attention_ops.split_counters(q.device, 5) is bigger
+    bigger = cuda_ops.split_counters(q.device, need)
+    assert bigger.numel() >= need and cuda_ops._counter_arrays(q.device) == [counters, bigger]
+    assert cuda_ops.split_counters(q.device, 5) is bigger
 
 
 def test_prefill_split_keeps_reduce(monkeypatch, gen):

@@ -227,7 +227,7 @@ def _assert_fused(calls, label):
     nparts, counters = args[-6], args[3]
     assert nparts > 1 and counters != 0, (label, nparts)
     torch.cuda.synchronize()
-    (arr,) = [a for a in attention_ops._counter_arrays(attention_ops._device_key(torch.device("cuda")))
+    (arr,) = [a for a in cuda_ops._counter_arrays(cuda_ops._device_key(torch.device("cuda")))
               if a.data_ptr() == counters]
     assert not arr.any(), f"{label}: counters not re-armed"
 
@@ -263,8 +263,8 @@ def test_fused_split_merge(case, decode_launches):
 
 def test_fused_fallback_two_launches(monkeypatch, decode_launches):
     """No counter array large enough under graph capture: partials, then attn_reduce (same result)."""
-    monkeypatch.setattr(attention_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
-    monkeypatch.setattr(attention_ops, "_capturing", lambda device: True)
+    monkeypatch.setattr(cuda_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
+    monkeypatch.setattr(cuda_ops, "_capturing", lambda device: True)
     _run(_gen("fallback"), [1] * 4, [512, 3000, 17, 1], 9, 3, 64, 16)
     assert [c[0] for c in decode_launches] == ["attn_decode_d64_f16", "attn_reduce"]
     assert decode_launches[0][2][3] == 0 and decode_launches[0][2][-6] > 1
@@ -315,6 +315,6 @@ def test_fused_graph_replays(batch, hq, hk, d, host_written, decode_launches):
         err = float((out.double() - want.double()).norm() / want.double().norm())
         assert err <= TOL, f"replay {rep} lens {lens} seed={SEED}: rel err {err:.3g}"
     counters = decode_launches[0][2][3]
-    (arr,) = [a for a in attention_ops._counter_arrays(attention_ops._device_key(torch.device("cuda")))
+    (arr,) = [a for a in cuda_ops._counter_arrays(cuda_ops._device_key(torch.device("cuda")))
               if a.data_ptr() == counters]
     assert not arr.any(), "counters not re-armed after the replays"

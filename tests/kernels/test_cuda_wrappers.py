@@ -80,6 +80,33 @@ def test_variant_choice(launches):
     assert launches[2][1] == (5, 1, 1)  # 40 rows / (4 warps x 2 rows)
 
 
+def test_argmax_split_shares_the_merge_counters(launches, monkeypatch):
+    """Few rows split the vocabulary (a chunk grid, the last block merging through the shared
+    last-block counters also the split-KV attention uses); batches, one-chunk rows and a capture
+    with too small a counter array take one block per row."""
+    import functools
+
+    monkeypatch.setattr(cuda_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))
+    capturing = [False]
+    monkeypatch.setattr(cuda_ops, "_capturing", lambda device: capturing[0])
+    cuda_ops.argmax(torch.zeros(2, 49152, dtype=torch.float16))
+    (counters,) = cuda_ops._counter_arrays(torch.device("cpu"))
+    name, grid, block, args = launches[-1]
+    assert name == "argmax_split_f16_v8" and grid == (12, 2, 1) and block == (256, 1, 1)
+    assert args[2] == counters.data_ptr() and args[-1] == 4096 and not counters.any()
+    cuda_ops.argmax(torch.zeros(3, 50001, dtype=torch.float32))  # odd vocabulary: the scalar split
+    assert launches[-1][0] == "argmax_split_f32_v1" and launches[-1][1] == (25, 3, 1)
+    cuda_ops.argmax(torch.zeros(cuda_ops.ARGMAX_SPLIT_ROWS + 1, 4096, dtype=torch.float32))
+    cuda_ops.argmax(torch.zeros(2, 4096, dtype=torch.float16))  # one chunk
+    assert [c[0] for c in launches[-2:]] == ["argmax_f32_v4", "argmax_f16_v8"]
+    capturing[0] = True  # under capture the array is reused, never allocated
+    cuda_ops.argmax(torch.zeros(2, 49152, dtype=torch.float16))
+    assert launches[-1][0] == "argmax_split_f16_v8" and launches[-1][3][2] == counters.data_ptr()
+    cuda_ops._counter_arrays(torch.device("cpu")).clear()
+    cuda_ops.argmax(torch.zeros(2, 49152, dtype=torch.float16))
+    assert launches[-1][0] == "argmax_f16_v8" and cuda_ops._counter_arrays(torch.device("cpu")) == []
+
+
 def test_bench_table_format():
     from onecat.kernels import bench
 

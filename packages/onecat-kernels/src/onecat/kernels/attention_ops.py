@@ -39,7 +39,6 @@ REDUCE_MAX_PARTS = 1024  # attn_reduce weighs the partitions in shared memory (c
 
 _SIG = "ppppppppp" "i" "q" "iiiiiiiiii" "fff"  # prefill: (out, part_o, part_ml, q, ..., qsl, meta_ready, ...)
 _SIG_FUSED = "pppppppppp" "i" "q" "iiiiiiiiii" "fff"  # decode: (out, part_o, part_ml, counters, q, ...)
-COUNTERS_MIN = 4096  # int32 counters of the fused split-KV merge allocated at least (16 KB)
 _KV_KINDS = ("f16", "e4m3", "e5m2")
 # Tile shapes of attention_flash.cuh per head dim, as attention_decode.cu / attention_prefill.cu
 # instantiate them: (rows per block, keys per step).
@@ -57,42 +56,6 @@ def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":  # host-side tests with intercepted launches: a V100's 80 SMs
         return 80
     return torch.cuda.get_device_properties(cuda_ops.cuda_index(device)).multi_processor_count
-
-
-@functools.lru_cache(maxsize=None)
-def _counter_arrays(device: torch.device) -> list[torch.Tensor]:
-    """The int32 counter arrays of the fused split-KV merge on one device, newest last. Invariant:
-    every counter is 0 before and after each decode launch (the last block of each (request, KV
-    head, row chunk) group re-arms its counter; csrc/attention_flash.cuh flash_split_merge), so one
-    array serves every launch issued in order on one stream, CUDA graph replays included. Launches
-    that could run concurrently (on other streams) must not share it. Arrays are never freed: a
-    graph captured with an older, smaller one keeps its address valid."""
-    return []
-
-
-def _device_key(dev: torch.device) -> torch.device:
-    """One counter list per physical device, whether it is named 'cuda' or 'cuda:N' (CPU devices pass
-    through for the host-side tests)."""
-    return dev if dev.type != "cuda" else torch.device("cuda", cuda_ops.cuda_index(dev))
-
-
-def _capturing(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-def split_counters(device: torch.device, need: int) -> torch.Tensor | None:
-    """A zeroed counter array of >= `need` int32 (one per (request, KV head, row chunk) of the
-    launch's grid). Grows (a new array, zeroed on the current stream) only outside graph capture;
-    None under capture when the current one is too small: the caller falls back to attn_reduce."""
-    key = _device_key(device)
-    arrays = _counter_arrays(key)
-    if arrays and arrays[-1].numel() >= need:
-        return arrays[-1]
-    if _capturing(key):
-        return None
-    n = max(need, COUNTERS_MIN, 2 * arrays[-1].numel() if arrays else 0)
-    arrays.append(torch.zeros(n, dtype=torch.int32, device=key))
-    return arrays[-1]
 
 
 def _launch(*args, **kwargs):
@@ -192,7 +155,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     seq_lens, qsl = metadata.seq_lens.int(), metadata.query_start_loc.int()
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
     # fused merge: one counter per (request, KV head, row chunk); none (null) -> attn_reduce below
-    counters = split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
+    counters = cuda_ops.split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
     _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (128, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             *((0 if counters is None else counters.data_ptr(),) if fused else ()),

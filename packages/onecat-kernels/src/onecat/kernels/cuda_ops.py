@@ -431,23 +431,44 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
                 key.stride(0), value.stride(0), row, device=key.device)
 
 
+# -- counters of the last-block merges (split argmax, fused split-KV attention) ------------------
+COUNTERS_MIN = 4096  # int32 counters allocated at least (16 KB)
+
+
 @functools.lru_cache(maxsize=None)
-def _argmax_counters(device: torch.device) -> list[torch.Tensor]:
-    """Zeroed int32 row counters of the split argmax per device, newest last; never freed (a CUDA graph
-    may hold one). Every counter is 0 before and after each launch (argmax.cu)."""
+def _counter_arrays(device: torch.device) -> list[torch.Tensor]:
+    """The int32 counter arrays of the last-block merges on one device, newest last. Invariant: every
+    counter is 0 before and after each launch that uses it (the last block of each group re-arms its
+    counter: csrc/attention_flash.cuh flash_split_merge, csrc/argmax.cu), so one array serves every
+    launch issued in order on one stream, CUDA graph replays included, whichever kernel it is.
+    Launches that could run concurrently (on other streams) must not share it. Arrays are never
+    freed: a graph captured with an older, smaller one keeps its address valid."""
     return []
 
 
-def _argmax_split_workspace(device: torch.device, rows: int, chunks: int):
-    """(partials, counters) of a split argmax, or None under graph capture when the counter array is
-    too small (the caller then launches one block per row)."""
-    key = torch.device("cuda", cuda_index(device)) if device.type == "cuda" else device
-    arrays = _argmax_counters(key)
-    if not arrays or arrays[-1].numel() < rows:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        arrays.append(torch.zeros(max(rows, ARGMAX_SPLIT_ROWS), dtype=torch.int32, device=key))
-    return torch.empty((rows, chunks, 2), dtype=torch.float32, device=device), arrays[-1]
+def _device_key(dev: torch.device) -> torch.device:
+    """One counter list per physical device, whether it is named 'cuda' or 'cuda:N' (CPU devices pass
+    through for the host-side tests)."""
+    return dev if dev.type != "cuda" else torch.device("cuda", cuda_index(dev))
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def split_counters(device: torch.device, need: int) -> torch.Tensor | None:
+    """A zeroed counter array of >= `need` int32 (one per merge group of the launch's grid). Grows (a
+    new array, zeroed on the current stream) only outside graph capture; None under capture when the
+    current one is too small: the caller falls back to its unsplit / two-launch path."""
+    key = _device_key(device)
+    arrays = _counter_arrays(key)
+    if arrays and arrays[-1].numel() >= need:
+        return arrays[-1]
+    if _capturing(key):
+        return None
+    n = max(need, COUNTERS_MIN, 2 * arrays[-1].numel() if arrays else 0)
+    arrays.append(torch.zeros(n, dtype=torch.int32, device=key))
+    return arrays[-1]
 
 
 def argmax(logits):
@@ -465,12 +486,12 @@ def argmax(logits):
         name = f"{'f16' if logits.dtype == torch.float16 else 'f32'}_v{vec}"
         chunk = ARGMAX_CHUNK_LOADS * 16 // logits.element_size()  # a multiple of every VEC
         chunks = -(-v // chunk)
-        ws = _argmax_split_workspace(logits.device, rows, chunks) if rows <= ARGMAX_SPLIT_ROWS and chunks > 1 else None
-        if ws is None:
+        counters = split_counters(logits.device, rows) if rows <= ARGMAX_SPLIT_ROWS and chunks > 1 else None
+        if counters is None:
             _launch(_ARGMAX[name], (rows, 1, 1), (1024, 1, 1), out.data_ptr(), logits.data_ptr(), stride, v,
                     device=logits.device)
         else:
-            part, counters = ws
+            part = torch.empty((rows, chunks, 2), dtype=torch.float32, device=logits.device)
             _launch(_ARGMAX_SPLIT[name], (chunks, rows, 1), (256, 1, 1), out.data_ptr(), part.data_ptr(),
                     counters.data_ptr(), logits.data_ptr(), stride, v, chunk, device=logits.device)
     return out

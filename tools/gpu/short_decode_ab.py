@@ -1,7 +1,6 @@
 """On the GPU, one process: greedy argmax (torch.argmax vs ops.argmax) and decode attention at short
-contexts, each as a decode step sees it. Variants of attention are module attributes of
-attention_ops set per row (VARIANTS; session 7 measured an 8-warp "wide" shape here and dropped it:
-benchmarks/results/h200-2026-11-30-s7/).
+contexts, each as a decode step sees it (session 7 timed an 8-warp "wide" attention shape here
+beside the split one and dropped it: benchmarks/results/h200-2026-11-30-s7/short-decode-call1.log).
 
 Timing as a decode step sees it: a CUDA graph of LAYERS calls (one KV cache per layer, as a model's
 layers), replayed; time per call = replay time / LAYERS (includes the kernel boundaries inside a
@@ -23,7 +22,6 @@ from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
 LAYERS, REPLAYS = 30, 30
-VARIANTS = {"split": dict(MIN_PART=attention_ops.MIN_PART)}  # name -> attention_ops attributes
 
 
 def graph_time(fn, n_calls: int) -> list[float]:
@@ -52,7 +50,6 @@ def graph_time(fn, n_calls: int) -> list[float]:
 
 def attention_rows() -> list[dict]:
     rows = []
-    defaults = {k: getattr(attention_ops, k) for knobs in VARIANTS.values() for k in knobs}
     for hq, hk, d in [(9, 3, 64), (32, 8, 128)]:
         for batch in (1, 4):
             for ctx in (512, 1024, 2048):
@@ -64,17 +61,12 @@ def attention_rows() -> list[dict]:
                 caches = [(torch.randn(nb, bs, hk, d, device="cuda", generator=gen).half(),
                            torch.randn(nb, bs, hk, d, device="cuda", generator=gen).half()) for _ in range(LAYERS)]
                 want = ref.paged_attention(q.float(), caches[0][0].float(), caches[0][1].float(), md, d ** -0.5)
-                for name, knobs in VARIANTS.items():
-                    for k, v in defaults.items():
-                        setattr(attention_ops, k, knobs.get(k, v))
-                    got = attention_ops.paged_attention(q, *caches[0], md, d ** -0.5)
-                    err = float((got.double() - want.double()).norm() / want.double().norm())
-                    t = graph_time(lambda: [attention_ops.paged_attention(q, k, v, md, d ** -0.5) for k, v in caches],
-                                   LAYERS)
-                    rows.append(dict(kind="attention", heads=f"{hq}/{hk}", d=d, batch=batch, ctx=ctx, variant=name,
-                                     us=statistics.median(t), us_min=min(t), us_max=max(t), rel_err=err))
-                for k, v in defaults.items():
-                    setattr(attention_ops, k, v)
+                got = attention_ops.paged_attention(q, *caches[0], md, d ** -0.5)
+                err = float((got.double() - want.double()).norm() / want.double().norm())
+                t = graph_time(lambda: [attention_ops.paged_attention(q, k, v, md, d ** -0.5) for k, v in caches],
+                               LAYERS)
+                rows.append(dict(kind="attention", heads=f"{hq}/{hk}", d=d, batch=batch, ctx=ctx, variant="split",
+                                 us=statistics.median(t), us_min=min(t), us_max=max(t), rel_err=err))
                 del caches
                 torch.cuda.empty_cache()
     return rows

@@ -109,8 +109,9 @@ class Kernel:
 
     def __init__(self, source: str, name: str, signature: str, pdl: bool = False):
         self.source, self.name, self.signature, self.pdl = source, name, signature, pdl
-        self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
-        self._config = _LaunchConfig(attrs=ctypes.pointer(self._attr), num_attrs=1)
+        if pdl:  # cuLaunchKernelEx's config, its one attribute kept alive beside it
+            self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+            self._config = _LaunchConfig(attrs=ctypes.pointer(self._attr), num_attrs=1)
         self._fmt = "<" + "".join(_SLOT[c] for c in signature)
         self._buf = (ctypes.c_uint64 * max(1, len(signature)))()
         base = ctypes.addressof(self._buf)

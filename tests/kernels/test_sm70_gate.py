@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import attention_ops, build, cuda_ops, linear_fused_ops, rotary_cache_ops, sampling_ops
+from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, linear_fused_ops, rotary_cache_ops,
+                            sampling_ops)
 from onecat.kernels.driver import Kernel
 
+MODULES = (cuda_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops, embedding_ops)  # hold Kernels
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._PREFILL.values()]}
@@ -26,7 +28,7 @@ TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",
               "gemv_q4_0_m1", "gemv_q8_0_m1", "argmax_f16_v8", "argmax_f32_v4", "argmax_split_f16_v8",
-              "argmax_split_f32_v4",
+              "argmax_split_f32_v4", "embedding_f16",
               *ATTENTION, "reshape_and_cache_e4m3", "reshape_and_cache_e5m2"}
 VECTORIZED |= {f"gemv_p_{f}_m{m}" for f in cuda_ops.PACKED_FORMATS for m in (4, 16)}
 VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORMATS for s in cuda_ops.GEMV_M1_SHAPES}
@@ -61,8 +63,7 @@ def test_nvrtc_12_9_installed():
 
 def _kernels_by_source() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(sampling_ops).values(),
-              *vars(rotary_cache_ops).values(), *vars(linear_fused_ops).values()]:
+    for k in [v for m in MODULES for v in vars(m).values()]:
         for kern in (k.values() if isinstance(k, dict) else [k]):
             if isinstance(kern, Kernel):
                 out.setdefault(kern.source, set()).add(kern.name)
@@ -160,7 +161,7 @@ def test_packed_gemm_fits_volta():
 
 def _pdl_kernels() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for k in [*vars(cuda_ops).values(), *vars(attention_ops).values(), *vars(linear_fused_ops).values()]:
+    for k in [v for m in MODULES for v in vars(m).values()]:
         for kern in (k.values() if isinstance(k, dict) else [k]):
             if isinstance(kern, Kernel) and kern.pdl:
                 out.setdefault(kern.source, set()).add(kern.name)

@@ -10,7 +10,8 @@ from onecat.models.gguf_file import GGUFFile
 from onecat.models.loader import load_model
 from onecat.quant import ggml
 from onecat.quant.linear_method import process_weights_after_loading
-from onecat.quant.linear_weights import ByteCodeWeight, GGMLWeight, cat_rows, embedding_rows
+from onecat.kernels import ops
+from onecat.quant.linear_weights import ByteCodeWeight, GGMLWeight, cat_rows
 
 PROMPT = [1, 504, 3458, 282, 4649, 314, 253, 2391, 30]
 
@@ -33,7 +34,7 @@ def test_real_tensors_decode_bit_exact_in_every_layout(gguf, name):
     b = ByteCodeWeight.from_ggml(w)
     assert torch.equal(b.dequantize(), ref)
     rows = torch.tensor([0, 5, w.shape[0] - 1])
-    assert torch.equal(embedding_rows(b, rows, torch.float32), ref[rows])
+    assert torch.equal(ops.embedding(b, rows, torch.float32), ref[rows])
     assert torch.equal(w.select_rows(slice(3, 40)).dequantize(), ref[3:40])
 
 

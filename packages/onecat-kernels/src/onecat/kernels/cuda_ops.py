@@ -245,8 +245,8 @@ GEMM_BK = 64  # K per step (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
-_ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
-_ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii") for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
+_ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
+_ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 ARGMAX_SPLIT_ROWS = 64  # up to this many rows the vocabulary is split over blocks (decode batches)
 ARGMAX_CHUNK_LOADS = 512  # logits' 128-bit loads per split block: 256 threads x 2 (4K FP16 / 2K FP32)
 

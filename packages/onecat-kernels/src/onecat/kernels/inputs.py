@@ -271,3 +271,22 @@ def argmax(dtype, device, gen) -> list[Case]:
     cases.append(Case("split tie / NaN B=2 V=49152", (x,)))
     cases.append(Case("split odd B=5 V=50001", (_randn(gen, 5, 50001, dtype=dtype, device=device, scale=3.0),)))
     return cases
+
+
+def embedding(dtype, device, gen) -> list[Case]:
+    """Tables dense (in `dtype`) and in every packed format (and raw GGUF blocks), ids with repeats
+    and both ends of the vocabulary."""
+    cases = []
+    for t, n, k in [("dense", 1000, 576), ("q8_0", 1000, 576), ("q4_0", 300, 4096), ("q4_1", 257, 96),
+                    ("q4_k", 129, 512), ("q6_k", 64, 768), ("gguf_q4_0", 70, 64)]:
+        if t == "dense":
+            w = _randn(gen, n, k, dtype=dtype, device=device)
+        elif t.startswith("gguf_"):
+            w = GGUFWeight.random(n, k, t[5:], gen, device)
+        else:
+            w = random_packed(n, k, t, gen, device)
+        ids = torch.cat([torch.tensor([0, n - 1, 0]), torch.randint(0, n, (4,), generator=gen)]).to(device)
+        cases.append(Case(f"{t} N={n} K={k} T={len(ids)}", (w, ids, dtype)))
+    w = random_packed(4096, 576, "q8_0", gen, device)  # a decode step: one token, the last row
+    cases.append(Case("q8_0 N=4096 K=576 T=1", (w, torch.tensor([4095], device=device), dtype)))
+    return cases

@@ -31,6 +31,7 @@ _TOLERANCES = {
     "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
+    "embedding": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},  # the format's own decode, rounded once
 }
 _OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]],
             "rotary_and_cache": lambda case, result: [result, case.args[7], case.args[8]],
@@ -48,6 +49,7 @@ for _name, _fn in [
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
     ("argmax", ref.argmax),
+    ("embedding", ref.embedding),
 ]:
     registry.declare(OpSpec(_name, _fn, doc=(_fn.__doc__ or "").strip(), make_inputs=getattr(inputs, _name),
                             tolerances=_TOLERANCES[_name], outputs=_OUTPUTS.get(_name)))
@@ -175,6 +177,15 @@ def _params_argmax(logits):
                         and (logits.dim() <= 2 or logits.is_contiguous()))
 
 
+def _params_embedding(weight, ids, dtype):
+    fmt = getattr(weight, "format", "dense")
+    planes = [weight] if fmt == "dense" else getattr(weight, "planes", None) or []
+    return ids, dict(format=fmt, k=weight.shape[-1], out_dtype=str(dtype).removeprefix("torch."),
+                     table_dtype=_dt(weight) if fmt == "dense" else fmt, ids_contiguous=ids.dim() == 1
+                     and ids.is_contiguous(), planes_ok=bool(planes) and all(
+                         p.is_contiguous() and p.data_ptr() % 16 == 0 for p in planes))
+
+
 def _params_sample(logits, temperature, top_k, top_p, min_p, seed, offset):
     return sampling_ops.problem_facts(logits, temperature, top_k, top_p, min_p, seed, offset)
 
@@ -264,6 +275,11 @@ def argmax(logits):
     return _dispatch("argmax", logits)
 
 
+def embedding(weight, ids, dtype):
+    """Rows `ids` (int64 [T]) of an embedding table (dense or quantized) as `dtype` [T, K]."""
+    return _dispatch("embedding", weight, ids, dtype)
+
+
 def sample(logits, temperature, top_k, top_p, min_p, seed, offset):
     """One token id per row (int64 [B]): min-p, top-k, top-p, then a seeded Gumbel-max draw; see
     sampling_ops.sample_reference for the exact semantics and argument dtypes."""
@@ -282,3 +298,6 @@ rotary_cache_ops.register(registry)
 from . import linear_fused_ops  # noqa: E402
 
 linear_fused_ops.register(registry)
+from . import embedding_ops  # noqa: E402
+
+embedding_ops.register(registry)

@@ -21,7 +21,7 @@ import torch
 
 from onecat.kernels import ops
 from onecat.quant.linear_method import describe_weight, process_weights_after_loading
-from onecat.quant.linear_weights import cat_rows, embedding_rows
+from onecat.quant.linear_weights import cat_rows
 
 from .gguf_file import CheckpointError
 
@@ -188,7 +188,7 @@ class HFNamedWeights:
             self.lm_head = self.embed
 
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return embedding_rows(self.embed, input_ids, self.dtype)
+        return ops.embedding(self.embed, input_ids, self.dtype)
 
     def weight_formats(self) -> dict[str, int]:
         """Prepared format -> number of projections holding it (a fused matrix counts once)."""

@@ -317,26 +317,3 @@ def cat_rows(parts: list) -> object | None:
         n = sum(p.shape[0] for p in parts)
         return CodecWeight(first.fmt, out, (n, first.shape[1]), dict(first.params), first.name)
     return None
-
-
-def embedding_rows(weight, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Rows `ids` of an embedding table held dense or quantized, in `dtype`."""
-    if isinstance(weight, torch.Tensor):
-        return weight.index_select(0, ids).to(dtype)
-    select = getattr(weight, "select_rows", None)
-    rows = select(ids) if select is not None else _packed_rows(weight, ids)
-    return rows.to(dtype) if isinstance(rows, torch.Tensor) else rows.dequantize(dtype)
-
-
-def _packed_rows(weight, ids: torch.Tensor):
-    """kernels' PackedWeight / GGUFWeight: every plane is row-major over N, so rows select directly."""
-    from onecat.kernels.weights import GGUFWeight, PackedWeight
-
-    if isinstance(weight, GGUFWeight):
-        raw = weight.raw.index_select(0, ids)
-        return GGUFWeight(raw, weight.ggml_type, (raw.shape[0], weight.shape[1]))
-    if isinstance(weight, PackedWeight):
-        sel = lambda t: None if t is None else t.index_select(0, ids)  # noqa: E731
-        return PackedWeight(weight.kind, (len(ids), weight.shape[1]), sel(weight.q), sel(weight.meta),
-                            sel(weight.qh), weight.group_size)
-    raise TypeError(f"cannot select rows of a {type(weight).__name__}")

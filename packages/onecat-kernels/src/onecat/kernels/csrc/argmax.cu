@@ -76,6 +76,8 @@ __device__ __forceinline__ void scan_range(const T* row, int lo, int hi, float& 
 
 template <typename T, int VEC>
 __device__ void argmax_body(i64* __restrict__ out, const T* __restrict__ x, i64 stride, int n) {
+  pdl_wait();  // sm_90 PDL: the logits are the previous kernel's
+  pdl_launch_dependents();
   float bv = -__int_as_float(0x7f800000);  // -inf
   int bi = 0x7fffffff;
   scan_range<T, VEC>(x + blockIdx.x * stride, 0, n, bv, bi);
@@ -90,6 +92,8 @@ template <typename T, int VEC>
 __device__ void argmax_split_body(i64* __restrict__ out, Best* __restrict__ part, int* __restrict__ counters,
                                   const T* __restrict__ x, i64 stride, int n, int chunk) {
   __shared__ int is_last;
+  pdl_wait();
+  pdl_launch_dependents();
   const int c = blockIdx.x, r = blockIdx.y, nchunks = gridDim.x;
   float bv = -__int_as_float(0x7f800000);
   int bi = 0x7fffffff;

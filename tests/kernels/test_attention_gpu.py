@@ -196,7 +196,7 @@ def test_dispatch_and_graph_replay():
     with torch.cuda.graph(g):
         out = step()
     for _ in range(2):
-        q_src.copy_(torch.randn_like(q_src))
+        q.copy_(torch.randn_like(q))
         g.replay()
         torch.cuda.synchronize()
         want = ref.paged_attention(q.float(), kc.float(), vc.float(), md, 0.1)

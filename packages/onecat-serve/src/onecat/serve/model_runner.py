@@ -266,14 +266,18 @@ class ModelRunner:
                     at.append(flat + j)
                     src.append(prev_row[s.request.request_id])
             flat += len(s.token_ids)
-        fed = None
-        if at:
+        fed = prefix = None
+        graphed = self._graph_step(out)
+        if at and graphed and at == src == list(range(len(at))):
+            prefix = prev.tokens[:len(at)]  # steady decode: row j feeds row j's token, one device copy
+        elif at:
             idx = torch.tensor([at, src], dtype=torch.long, pin_memory=self.device.type == "cuda")
             idx = idx.to(self.device, non_blocking=True)
             fed = (idx[0], idx[1], prev.tokens)
         sampling = [s for s in sched if s.sample]
-        if self._graph_step(out):
-            logits = self.graphs.run([(max(s.token_ids[0], 0), s.start_pos, s.block_ids) for s in sched], fed)
+        if graphed:
+            logits = self.graphs.run([(max(s.token_ids[0], 0), s.start_pos, s.block_ids) for s in sched], fed,
+                                     prefix)
         else:
             hidden, qsl = self._forward([(s.token_ids, s.start_pos, s.block_ids) for s in sched], fed)
             last = [qsl[i + 1] - 1 for i, s in enumerate(sched) if s.sample]

@@ -51,10 +51,14 @@ def _note(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[list[float], list[float]]:
-    """Per-repeat decode tok/s and prefill tok/s from t(generate 1) and t(generate gen)."""
+def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[list[float], list[float], list[float]]:
+    """Per-repeat decode tok/s and prefill tok/s from t(generate 1) and t(generate gen), and the
+    decode tok/s by that difference. Where `generate` returns the seconds from its requests' first
+    token to the last (the engine's own timestamps), the decode rate is batch * (gen - 1) tokens over
+    those instead: the prompt prefill (in both timed runs, ~15% of a batch-1 smollm2 run) and its
+    run-to-run spread stay out of it, as llama-bench's tg runs leave the prompt out."""
     generate(0, gen)  # warm-up, full length: kernels compiled / autotuned, allocator and caches grown
-    rates, prefill = [], []
+    rates, prefill, by_difference = [], [], []
     _note(f"warmed up; {repeats} repeats at batch {batch}")
     for rep in range(repeats):
         sync()
@@ -63,13 +67,14 @@ def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[li
         sync()
         t1 = time.perf_counter() - t
         t = time.perf_counter()
-        generate(rep + 1, gen)
+        decode_s = generate(rep + 1, gen)
         sync()
         tn = time.perf_counter() - t
-        rates.append(batch * (gen - 1) / (tn - t1))
+        by_difference.append(batch * (gen - 1) / (tn - t1))
+        rates.append(batch * (gen - 1) / decode_s if decode_s else by_difference[-1])
         prefill.append(t1)
-        _note(f"batch {batch} repeat {rep}: {rates[-1]:.1f} tok/s")
-    return rates, prefill
+        _note(f"batch {batch} repeat {rep}: {rates[-1]:.1f} tok/s (by t(gen) - t(1): {by_difference[-1]:.1f})")
+    return rates, prefill, by_difference
 
 
 # -- HF transformers ----------------------------------------------------------------------------------
@@ -106,12 +111,13 @@ def run_hf(shape: str, device: str, prompt_len: int, gen: int, repeats: int, see
         if out.shape[1] != prompt_len + n:
             raise RuntimeError(f"HF generate returned {out.shape[1] - prompt_len} new tokens, asked {n}")
 
-    rates, t1s = _timed_rates(generate, 1, gen, repeats, sync)
+    rates, t1s, _ = _timed_rates(generate, 1, gen, repeats, sync)
     details = {"transformers": transformers.__version__, "torch": torch.__version__, "device": str(dev),
                "dtype": str(dtype).removeprefix("torch."), "attn_implementation": "sdpa",
                "cache": "DynamicCache (default)", "graph_mode": "eager",
                "weights": "generated on the device by HF's initializer (normal, std 0.02)",
-               "prefill_measure": "t(generate 1): prompt prefill + one token"}
+               "prefill_measure": "t(generate 1): prompt prefill + one token",
+               "decode_measure": "(gen - 1) / (t(generate gen) - t(generate 1))"}
     return [DecodeResult("hf-transformers", shape, f"{details['dtype']} (generated)", 1, prompt_len, gen, rates,
                          [prompt_len / t for t in t1s], load_s, details)]
 
@@ -146,23 +152,31 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
     info, rt = model_info(llm), runtime_info(llm, "disabled")
     results = []
     for batch in batches:
-        def generate(rep: int, n: int, batch: int = batch) -> None:
+        def generate(rep: int, n: int, batch: int = batch) -> float | None:
+            """Batch 1 on a GPU: seconds from the first token (the request's metrics) to the last."""
             rng = random.Random(seed * 1000 + rep)
             prompts = [[rng.randrange(spec.vocab) for _ in range(prompt_len)] for _ in range(batch)]
             outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True))
+            done = time.monotonic()
             got = [len(o.outputs[0].token_ids) for o in outs]
             if got != [n] * batch:
                 raise RuntimeError(f"onecat generated {got} tokens, asked {n} for each of {batch}")
+            # on the CPU an asynchronous step computes inside its launch, before the step ahead is
+            # resolved: the first token's time would trail a step, so only the difference is used there
+            return done - outs[0].metrics["first_token_time"] if cuda and batch == 1 and n > 1 else None
 
         n = repeats if batch == 1 else (batched_repeats or repeats)
-        rates, t1s = _timed_rates(generate, batch, gen, n, sync)
+        rates, t1s, by_difference = _timed_rates(generate, batch, gen, n, sync)
         details = {"engine_weight_format": info.weight_format, "compute_dtype": info.compute_dtype,
                    "device": rt.device, "kv_dtype": rt.kv_dtype, "graph_mode": rt.graph_mode,
                    "prefix_cache": "disabled", "route": rt.route, "torch": torch.__version__,
                    "max_num_seqs": cfg.scheduler.max_num_seqs,
                    "max_num_batched_tokens": cfg.scheduler.max_num_batched_tokens,
                    "async_scheduling": cfg.scheduler.async_scheduling,
-                   "prefill_measure": "t(generate 1): prompt prefill + one token"}
+                   "prefill_measure": "t(generate 1): prompt prefill + one token",
+                   "decode_measure": "(gen - 1) / (generate returned - first token time, the request's metrics)"
+                   if cuda and batch == 1 else "batch * (gen - 1) / (t(generate gen) - t(generate 1))",
+                   "decode_tok_s_by_difference": [round(r, 1) for r in by_difference]}
         results.append(DecodeResult("onecat", shape, f"GGUF {fmt}", batch, prompt_len, gen, rates,
                                     [batch * prompt_len / t for t in t1s], load_s, details))
         if on_result:

@@ -71,3 +71,20 @@ def test_processed_probs_is_the_ops_distribution():
                                  torch.tensor([0.02]))
     assert torch.equal(probs > 0, keep[0]) and abs(float(probs.sum()) - 1) < 1e-5
     assert 0 < int(keep.sum()) < 40
+
+
+def test_fp16_logits_as_a_decode_graph_returns_them():
+    """Plain greedy rows take the argmax of the FP16 logits as they are (ties: the first index, as on
+    their float32 conversion); any other row makes the whole batch float32 first, so every path
+    sees exactly what it would see from float32 logits of the same values."""
+    g = torch.Generator().manual_seed(4)
+    logits = (torch.randn(4, 300, generator=g) * 4).half()
+    logits[0, 17] = logits[0, 250] = 30.0  # a tie
+    greedy = [_row(temperature=0.0) for _ in range(4)]
+    assert [t.token_id for t in sample(logits, greedy)] == torch.argmax(logits.float(), -1).tolist()
+    assert sample(logits, greedy)[0].token_id == 17
+    mixed = [_row(temperature=0.0), _row(temperature=0.0, logprobs=1), _row(temperature=0.9, seed=5),
+             _row(temperature=0.0, repetition_penalty=1.2)]
+    got, want = sample(logits, mixed), sample(logits.float(), mixed)
+    assert [(t.token_id, t.logprob) for t in got] == [(t.token_id, t.logprob) for t in want]
+    assert got[1].logprob is not None

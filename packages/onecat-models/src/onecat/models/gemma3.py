@@ -219,7 +219,9 @@ class Gemma3ForCausalLM(HFNamedWeights):
         out, _ = ops.rms_norm(h, self.norm, eps, residual)
         return out.to(dt)
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def compute_logits(self, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:
+        """Logits [T, V], float32 whatever `upcast` says: the soft cap is computed in float32 and
+        rounding its output to FP16 could tie two rows' maxima that float32 keeps apart."""
         logits = ops.linear(hidden, self.lm_head).float()
         cap = self.spec.final_logit_softcap
         return cap * torch.tanh(logits / cap) if cap else logits

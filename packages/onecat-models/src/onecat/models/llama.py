@@ -158,5 +158,8 @@ class LlamaForCausalLM(HFNamedWeights):
             y = ops.linear(a, layer.down)
         return add_rms_norm(y, residual, self.norm, eps)[0]
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return ops.linear(hidden, self.lm_head).float()
+    def compute_logits(self, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:
+        """Logits [T, V]: float32, or with upcast=False in the LM head's dtype (a graphed decode step
+        leaves the conversion to the rows that need it: a greedy argmax does not)."""
+        logits = ops.linear(hidden, self.lm_head)
+        return logits.float() if upcast else logits

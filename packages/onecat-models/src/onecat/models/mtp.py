@@ -135,5 +135,5 @@ class MTPHead:
         out, _ = ops.rms_norm(h, self.norm, eps, residual)
         return out
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.target.compute_logits(hidden)  # the shared LM head
+    def compute_logits(self, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:
+        return self.target.compute_logits(hidden, upcast)  # the shared LM head

@@ -65,20 +65,21 @@ class DecodeGraphs:
         self.max_batch = self.buckets[-1]
         self.max_blocks = -(-max_model_len // block_size)
         B, dev = self.max_batch, device
-        # static inputs as views of two device buffers (int64: ids, positions, slots; int32: seq_lens,
-        # block tables), each filled by one copy per step from a pinned host twin
+        # static inputs as views of one int32 device buffer (int64 words first: ids, positions, slots;
+        # then int32: seq_lens, block tables), filled by one copy per step from a pinned host twin
         W = self.max_blocks
-        self._dev64 = torch.zeros(3 * B, dtype=torch.long, device=dev)
-        self._dev32 = torch.full((B + B * W,), pad_block, dtype=torch.int32, device=dev)
-        self.ids, self.positions, self.slots = self._dev64[0:B], self._dev64[B:2 * B], self._dev64[2 * B:3 * B]
+        self._dev = torch.full((6 * B + B + B * W,), pad_block, dtype=torch.int32, device=dev)
+        dev64, dev32 = self._dev[:6 * B].view(torch.long), self._dev[6 * B:]
+        self.ids, self.positions, self.slots = dev64[0:B], dev64[B:2 * B], dev64[2 * B:3 * B]
+        self.ids.zero_()
+        self.positions.zero_()
         self.slots.fill_(pad_block * block_size)
-        self.seq_lens, self.tables = self._dev32[0:B], self._dev32[B:].view(B, W)
+        self.seq_lens, self.tables = dev32[0:B], dev32[B:].view(B, W)
         self.seq_lens.fill_(1)
         self.qsl = torch.arange(B + 1, dtype=torch.int32, device=dev)
         # host_buffers = 2 under asynchronous scheduling: the host fills one set while the other's copy
         # may still wait in the stream behind the step before
-        self._host_sets = [(torch.empty(3 * B, dtype=torch.long).pin_memory(),
-                            torch.empty(B + B * W, dtype=torch.int32).pin_memory()) for _ in range(host_buffers)]
+        self._host_sets = [torch.empty(6 * B + B + B * W, dtype=torch.int32).pin_memory() for _ in range(host_buffers)]
         self._turn = 0
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.logits: dict[int, torch.Tensor] = {}
@@ -93,7 +94,7 @@ class DecodeGraphs:
 
     def _forward(self, b: int) -> torch.Tensor:
         hidden = self.model.forward(self.ids[:b], self.positions[:b], self.kv_caches, self._metadata(b))
-        return self.model.compute_logits(hidden)
+        return self.model.compute_logits(hidden, upcast=False)  # the sampler converts what it must
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -123,7 +124,8 @@ class DecodeGraphs:
 
     @torch.inference_mode()
     def run(self, seqs: list[tuple[int, int, list[int]]], fed_from=None, fed_prefix=None) -> torch.Tensor:
-        """seqs: (token_id, position, block_ids) per request -> logits [len(seqs), V] (float32).
+        """seqs: (token_id, position, block_ids) per request -> logits [len(seqs), V] as the model's
+        compute_logits(upcast=False) gives them (FP16 for Llama-style heads: the sampler converts).
         The returned tensor is the graph's output buffer: consume it before the next run.
         Asynchronous scheduling, tokens sampled last step and still on the device: fed_from (rows,
         src, tokens): rows[j] feeds tokens[src[j]] (index tensors on the device); fed_prefix
@@ -134,9 +136,10 @@ class DecodeGraphs:
         if b is None:
             raise ValueError(f"batch {n} exceeds the largest captured graph ({self.max_batch})")
         B, W, bs = self.max_batch, self.max_blocks, self.block_size
-        host64, host32 = self._host_sets[self._turn]
+        host = self._host_sets[self._turn]
         self._turn = (self._turn + 1) % len(self._host_sets)
-        h, g = host64.numpy(), host32.numpy()  # views of the pinned buffers: no torch dispatch per element
+        words = host.numpy()  # a view of the pinned buffer: no torch dispatch per element
+        h, g = words[:6 * B].view("int64"), words[6 * B:]
         ids, pos, slots = h[0:B], h[B:2 * B], h[2 * B:3 * B]
         lens, tables = g[0:B], g[B:].reshape(B, W)
         ids[:b] = 0
@@ -152,8 +155,8 @@ class DecodeGraphs:
             tables[i, :len(blocks)] = blocks
         # a host buffer set is rewritten only after the caller has read the logits of the step that
         # used it (synchronous: this step's; asynchronous, two sets: the step before)
-        self._dev64.copy_(host64, non_blocking=True)
-        self._dev32[:B + b * W].copy_(host32[:B + b * W], non_blocking=True)
+        used = 6 * B + B + b * W  # the int64 inputs, seq_lens, the bucket's block-table rows
+        self._dev[:used].copy_(host[:used], non_blocking=True)
         if fed_from is not None:
             rows, src, tokens = fed_from
             self.ids[rows] = tokens[src]

@@ -117,6 +117,12 @@ def _plain_greedy(row: SampleRow) -> bool:
     return row.params.greedy and row.params.logprobs is None and not _changes_logits(row)
 
 
+def _float_unless_plain_greedy(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tensor:
+    """Logits as float32 for penalties, sampling and logprobs; plain greedy rows keep the LM head's
+    dtype (the argmax of FP16 logits is the argmax of their exact float32 conversion)."""
+    return logits if all(_plain_greedy(r) for r in rows) else logits.float()
+
+
 def _draw(logits: torch.Tensor, rows: list[SampleRow], drawn: list[int]) -> torch.Tensor:
     """Token ids (device) of the sampled rows `drawn`: one `sample` op over their penalized logits,
     keyed by (seed, number of tokens out)."""
@@ -129,8 +135,9 @@ def _draw(logits: torch.Tensor, rows: list[SampleRow], drawn: list[int]) -> torc
 
 
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
-    """logits [B, V] float32, one row per request that samples this step: sample_on_device's ids,
-    one copy to the host, then each row's logprobs where asked."""
+    """logits [B, V] (float32, or FP16 from a decode graph), one row per request that samples this
+    step: sample_on_device's ids, one copy to the host, then each row's logprobs where asked."""
+    logits = _float_unless_plain_greedy(logits, rows)
     ids = sample_on_device(logits, rows).tolist()
     return [_with_logprobs(SampledToken(t), logits[i], row.params) for i, (t, row) in enumerate(zip(ids, rows))]
 
@@ -149,6 +156,7 @@ def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tenso
     op over the penalized logits, keyed by (seed, number of tokens out). With placeholders among
     the output tokens (asynchronous scheduling) only value_free rows may come here: the min_tokens
     ban only counts them, penalties would read them."""
+    logits = _float_unless_plain_greedy(logits, rows)
     ids = torch.empty(len(rows), dtype=torch.int64, device=logits.device)
     greedy = [i for i, row in enumerate(rows) if row.params.greedy]
     if greedy:

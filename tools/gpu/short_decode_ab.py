@@ -7,6 +7,7 @@ layers), replayed; time per call = replay time / LAYERS (includes the kernel bou
 graph, not the host). Median / min / max over replays. Errors against the FP32 reference.
 
   python tools/gpu/short_decode_ab.py [--json OUT]
+  python tools/gpu/short_decode_ab.py --min-parts 64,128,256 --attention-only   # split-KV partition floor
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
 LAYERS, REPLAYS = 30, 30
+default_min_part = attention_ops.MIN_PART
 
 
 def graph_time(fn, n_calls: int) -> list[float]:
@@ -48,9 +50,9 @@ def graph_time(fn, n_calls: int) -> list[float]:
     return [a.elapsed_time(b) * 1e3 / n_calls for a, b in ev]
 
 
-def attention_rows() -> list[dict]:
+def attention_rows(min_parts: list[int], heads) -> list[dict]:
     rows = []
-    for hq, hk, d in [(9, 3, 64), (32, 8, 128)]:
+    for hq, hk, d in heads:
         for batch in (1, 4):
             for ctx in (512, 1024, 2048):
                 bs = 16
@@ -63,10 +65,15 @@ def attention_rows() -> list[dict]:
                 want = ref.paged_attention(q.float(), caches[0][0].float(), caches[0][1].float(), md, d ** -0.5)
                 got = attention_ops.paged_attention(q, *caches[0], md, d ** -0.5)
                 err = float((got.double() - want.double()).norm() / want.double().norm())
-                t = graph_time(lambda: [attention_ops.paged_attention(q, k, v, md, d ** -0.5) for k, v in caches],
-                               LAYERS)
-                rows.append(dict(kind="attention", heads=f"{hq}/{hk}", d=d, batch=batch, ctx=ctx, variant="split",
-                                 us=statistics.median(t), us_min=min(t), us_max=max(t), rel_err=err))
+                for rnd in range(2 if len(min_parts) > 1 else 1):  # variants alternated, twice
+                    for mp in min_parts:
+                        attention_ops.MIN_PART = mp  # the split-KV plan's floor on keys per partition
+                        t = graph_time(lambda: [attention_ops.paged_attention(q, k, v, md, d ** -0.5)
+                                                for k, v in caches], LAYERS)
+                        rows.append(dict(kind="attention", heads=f"{hq}/{hk}", d=d, batch=batch, ctx=ctx,
+                                         variant=f"split>={mp}", us=statistics.median(t), us_min=min(t),
+                                         us_max=max(t), rel_err=err))
+                attention_ops.MIN_PART = default_min_part
                 del caches
                 torch.cuda.empty_cache()
     return rows
@@ -88,9 +95,14 @@ def argmax_rows() -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--min-parts", default=str(attention_ops.MIN_PART),
+                    help="comma list of attention_ops.MIN_PART values to alternate (keys per partition at least)")
+    ap.add_argument("--attention-only", action="store_true", help="SmolLM2's heads only, no argmax rows")
     a = ap.parse_args()
     print(torch.cuda.get_device_name(0), "| graph of", LAYERS, "calls,", REPLAYS, "replays; us per call")
-    rows = argmax_rows() + attention_rows()
+    heads = [(9, 3, 64)] if a.attention_only else [(9, 3, 64), (32, 8, 128)]
+    rows = ([] if a.attention_only else argmax_rows()) + attention_rows(
+        [int(v) for v in a.min_parts.split(",")], heads)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -11,6 +11,7 @@
 # Then on the device (repo root; carry .whl and .ab):
 #   bash tools/gpu/variants_ab.sh [ROUNDS]                  # ROUNDS (default 3) alternations
 #   ATTN=0 bash tools/gpu/variants_ab.sh [ROUNDS]           # without the attention shapes
+#   LLAMA=0 ...                                             # without the llama3-8b step
 # Variants: every .ab/<rev>/ and "tree" (the working tree). ~40 s per variant and round on smollm2,
 # plus llama3-8b once per variant and the attention shapes: 3 rounds of 2 variants take ~4 min.
 set -u; cd "$(dirname "$0")/../.."
@@ -43,7 +44,7 @@ GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf
       echo "round $round $v smollm2: $(echo "$step" | tr '\n' ' ')"
     done
   done
-  for v in $VARIANTS; do
+  for v in $( [ "${LLAMA:-1}" != 0 ] && echo $VARIANTS ); do
     echo "$v llama3-8b q4_0: $(PYTHONPATH=$(path_of "$v") timeout 60 python3 tools/ncu/target.py --shape llama3-8b \
       --weights q4_0 --batch 1 --context 512 --timed 20 --timeline 2 --profiled 0 2>&1 | grep -E "^decode step|^step 1:" | tr '\n' ' ')"
   done

@@ -131,7 +131,7 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
 // Warp per row (rows strided over the 4 warps), lane -> D / 32 contiguous columns; the weights
 // are computed 32 partitions at a time, one per lane, and broadcast by shuffles; the first 32
 // partitions' (m, l) and the first PC partitions' O are loaded together (a short context's whole
-// merge is one round trip after the count). Not inlined, scalar arguments, no shared memory: the
+// merge is one round trip after the count), further partitions' O PC at a time (merge_o_batch). Not inlined, scalar arguments, no shared memory: the
 // main loop's registers are dead here and its shared layout stays.
 // Every thread of the block calls it (uniform); other blocks' partials are read through L2 (__ldcg).
 // Of the partials (m, l) at ml[p * pstride] for p = first, first + step, ... < nparts: the max m over
@@ -170,6 +170,23 @@ ONECAT_DEVICE void load_partial_o(float (&o)[V], const float* src) {
       o[v + 2] = t.z;
       o[v + 3] = t.w;
     }
+  }
+}
+
+// acc += sum over j < min(PC, n) of w_(lane0 + j) * O_j, O_j at src + j * step: the batch's loads
+// first, then its FMAs (weights broadcast from lane lane0 + j of w; lane0 + PC <= 32).
+template <int V, int PC>
+ONECAT_DEVICE void merge_o_batch(float (&acc)[V], float (&o)[PC][V], const float* src, i64 step, int n, float w,
+                                 int lane0) {
+#pragma unroll
+  for (int j = 0; j < PC; ++j)
+    if (j < n) load_partial_o<V>(o[j], src + j * step);
+#pragma unroll
+  for (int j = 0; j < PC; ++j) {
+    const float wj = __shfl_sync(0xffffffffu, w, lane0 + j);
+    if (j < n)
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[j][v], acc[v]);
   }
 }
 
@@ -227,28 +244,19 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
 #pragma unroll
         for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, pre[j][v], acc[v]);
     }
-    for (int j = PC; j < 32; ++j) {  // partitions PC..31: weights from w0, O loaded now
-      const float wj = __shfl_sync(0xffffffffu, w0, j);
-      if (j > last) break;
-      float o[V];
-      load_partial_o<V>(o, po + j * pstride * D);
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[v], acc[v]);
-    }
-    for (int p0 = 32; p0 <= last; p0 += 32) {  // partitions >= 32 (long contexts): 32 at a time
+    // partitions PC..31 (weights from w0), then >= 32 (long contexts; their (m, l) 32 at a time):
+    // O in batches of PC, each batch's loads all issued before its FMAs (one L2 round trip per PC
+    // partitions; loaded one by one, 32 partitions at D 64 cost ~16 dependent round trips, ~2.3 us)
+    for (int b0 = PC; b0 < 32 && b0 <= last; b0 += PC)
+      merge_o_batch<V, PC>(acc, pre, po + b0 * pstride * D, pstride * D, last + 1 - b0, w0, b0);
+    for (int p0 = 32; p0 <= last; p0 += 32) {
       const int p = p0 + lane;
       const float2 x = p <= last ? __ldcg(ml + p * pstride) : make_float2(-INFINITY, 0.f);
       const float w = p <= last && x.y > 0.f ? x.y * exp2f(x.x - M) : 0.f;
       s += w;
-      const int n = min(32, last + 1 - p0);
-#pragma unroll 8
-      for (int j = 0; j < n; ++j) {
-        const float wj = __shfl_sync(0xffffffffu, w, j);
-        float o[V];
-        load_partial_o<V>(o, po + (p0 + j) * pstride * D);  // always a valid partial (empty ones hold zeros)
-#pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] = fmaf(wj, o[v], acc[v]);
-      }
+      const int n = min(32, last + 1 - p0);  // empty partitions up to `last` hold zeros: valid to load
+      for (int b0 = 0; b0 < n; b0 += PC)
+        merge_o_batch<V, PC>(acc, pre, po + (p0 + b0) * pstride * D, pstride * D, n - b0, w, b0);
     }
     s = warp_sum(s);
     __align__(16) __half2 h[V / 2];

@@ -23,3 +23,27 @@ machine_info() {
   $py -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__, torch.cuda.get_device_name(0))" || return 2
   $py -c "from onecat.kernels import build; [print(t.describe()) for t in build.toolchains()]"
 }
+
+# short_route_tests LOG PATTERN: the batch-1 route's GPU tests, appended to LOG with an rc= line
+#   each: the generic provider tests of the ops PATTERN selects (pytest -k), decode attention, then
+#   the serve graph / async tests on a synthetic SmolLM2 GGUF (the embedded model's wheel does not
+#   travel), which it leaves at $SMOLLM2_GGUF for the timeline and peers runs after it.
+SMOLLM2_GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf
+short_route_tests() {
+  local log=$1 pat=$2
+  timeout 90 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gpu_kernels.py -k "$pat" >> "$log" 2>&1
+  echo "rc=$?" >> "$log"
+  timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/kernels/test_attention_gpu.py >> "$log" 2>&1
+  echo "rc=$?" >> "$log"
+  timeout 30 python3 -m onecat.bench.cli peers --out /tmp/onecat-synth --synth-only --configs smollm2-135m:Q4_1 \
+    > /dev/null 2>&1
+  ONECAT_TEST_GGUF=$SMOLLM2_GGUF timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu \
+    tests/serve/test_cuda_graph.py tests/serve/test_async_scheduling.py >> "$log" 2>&1
+  echo "rc=$?" >> "$log"
+}
+
+# smollm2_timeline LOG: CUPTI timeline of a graphed SmolLM2 decode step (batch 1 x 512), appended to LOG
+smollm2_timeline() {
+  timeout 40 python3 tools/ncu/target.py --model "$SMOLLM2_GGUF" --batch 1 --context 512 --timed 20 --timeline 3 \
+    --profiled 0 2>&1 | grep -v Warn >> "$1"
+}

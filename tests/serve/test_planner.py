@@ -12,7 +12,8 @@ from hydra import compose, initialize_config_dir
 
 from onecat.serve.cli import find_config_dir
 from onecat.serve.config_store import finalize, register_configs
-from onecat.serve.planner import GIB, plan, read_gguf_header
+from onecat.serve.model_shape import GIB, read_gguf_header
+from onecat.serve.planner import plan
 
 CONFIG_DIR = find_config_dir()
 

@@ -465,7 +465,7 @@ def route_from_engine(engine) -> Route:
     """A Route for an engine built without onecat-serve's CLI (its shape, device and dtype as loaded)."""
     from .config_store import KVGroupConfig, ModelGroupConfig, OnecatConfig, QuantConfig
     from .hardware import detect
-    from .planner import ModelShape
+    from .model_shape import ModelShape
 
     runner = engine.runner
     dt = str(runner.dtype).removeprefix("torch.")

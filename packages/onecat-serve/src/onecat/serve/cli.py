@@ -78,7 +78,7 @@ def start(route, here) -> None:
     from .api_server import build_app
     from .async_llm import AsyncLLM
     from .config_store import configure_kernels, to_configs
-    from .planner import materialize_checkpoint
+    from .model_shape import materialize_checkpoint
 
     report = check_startable(route, here)
     engine_config, server_config, kernels = to_configs(route.config)

@@ -244,8 +244,8 @@ class Route:
     """A finalized config: every group resolved against the model's shape and a device."""
 
     config: OnecatConfig
-    shape: Any  # planner.ModelShape
-    draft: Any  # planner.ModelShape | None (dflash)
+    shape: Any  # model_shape.ModelShape
+    draft: Any  # model_shape.ModelShape | None (dflash)
     device: Device  # the hardware target (plans, and admission with plan=true)
     compute_dtype: str  # float16 | float32 | bfloat16 on the target
     kv_dtype: str  # torch dtype name: float16 | float32 | bfloat16 | float8_e4m3fn | float8_e5m2
@@ -283,7 +283,7 @@ def finalize(cfg: DictConfig | OnecatConfig, here: Device | None = None) -> Rout
 
     `here`: this machine (hardware.detect()); given, a named hardware target that is not this
     machine is listed in `Route.unavailable` (a start on it is refused)."""
-    from . import planner
+    from . import model_shape, planner
 
     c = to_object(cfg)
     problems: list[str] = []
@@ -291,9 +291,9 @@ def finalize(cfg: DictConfig | OnecatConfig, here: Device | None = None) -> Rout
     problems += hw_problems
 
     # model shape: declared, and/or read from a checkpoint header
-    checkpoint = planner.existing_checkpoint(c.model)
+    checkpoint = model_shape.existing_checkpoint(c.model)
     try:
-        shape, gguf = planner.resolve_shape(c.model, checkpoint)
+        shape, gguf = model_shape.resolve_shape(c.model, checkpoint)
     except (ValueError, OSError) as e:
         raise RouteError([f"model={c.model.name}: {e}"], c.profile.name) from None
     problems += shape.problems
@@ -302,7 +302,7 @@ def finalize(cfg: DictConfig | OnecatConfig, here: Device | None = None) -> Rout
         if not c.spec.draft.architecture:
             problems.append("spec=dflash: spec.draft needs the drafter's shape (architecture, layers, ...)")
         else:
-            draft = planner.ModelShape.from_config(c.spec.draft, name=c.spec.draft_name or "draft")
+            draft = model_shape.ModelShape.from_config(c.spec.draft, name=c.spec.draft_name or "draft")
             problems += draft.problems
 
     # dtypes

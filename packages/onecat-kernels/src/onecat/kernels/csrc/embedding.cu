@@ -7,9 +7,9 @@
 // gives a zero row (the host validates ids; this only keeps a bad one from reading out of bounds).
 // On sm_90 a PDL kernel: the ids are written by the step before it (a host copy, the sampler), so it
 // waits first; it lets the next kernel (the first layer's GEMV, which prefetches weights) start at once.
-#include "common.cuh"
+#include "packed_formats.cuh"
 
-enum { E_F16 = 0, E_Q4_0 = 1, E_Q4_1 = 2, E_Q8_0 = 3, E_Q4_K = 4, E_Q6_K = 5 };
+enum { E_F16 = -1 };  // a dense FP16 table; the packed formats are packed_formats.cuh's F_*
 
 ONECAT_DEVICE float f16bits(unsigned bits) { return __half2float(__ushort_as_half((unsigned short)(bits & 0xFFFF))); }
 
@@ -39,7 +39,7 @@ __device__ void embed_body(__half* __restrict__ out, const i64* __restrict__ ids
     *reinterpret_cast<uint4*>(out + (i64)t * k + g * 8) =
         __ldg(reinterpret_cast<const uint4*>(q + (row * k + g * 8) * 2));
     return;
-  } else if constexpr (F == E_Q8_0) {
+  } else if constexpr (F == F_Q8_0) {
     const uint2 w = __ldg(reinterpret_cast<const uint2*>(q) + row * (k / 8) + g);
     const float d = f16bits(__ldg(reinterpret_cast<const unsigned short*>(meta) + row * (k / 32) + g / 4));
 #pragma unroll
@@ -49,23 +49,22 @@ __device__ void embed_body(__half* __restrict__ out, const i64* __restrict__ ids
     }
   } else {
     const unsigned w = __ldg(reinterpret_cast<const unsigned*>(q) + row * (k / 8) + g);
-    if constexpr (F == E_Q4_0) {
+    if constexpr (F == F_Q4_0) {
       const float d = f16bits(__ldg(reinterpret_cast<const unsigned short*>(meta) + row * (k / 32) + g / 4));
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = __fmul_rn(d, (float)nibble(w, e) - 8.f);
-    } else if constexpr (F == E_Q4_1) {
+    } else if constexpr (F == F_Q4_1) {
       const unsigned dm = __ldg(reinterpret_cast<const unsigned*>(meta) + row * (k / 32) + g / 4);
       const float d = f16bits(dm), m = f16bits(dm >> 16);
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = __fadd_rn(__fmul_rn(d, (float)nibble(w, e)), m);
-    } else if constexpr (F == E_Q4_K) {
+    } else if constexpr (F == F_Q4_K) {
       // 16 bytes per 256: fp16 d, fp16 dmin, 8 (scale, min) pairs as 12-bit fields at bit 12 j
       const uint4 h = __ldg(reinterpret_cast<const uint4*>(meta) + row * (k / 256) + g / 32);
-      const int j = (g / 4) & 7, off = 12 * j;
-      const unsigned lo = off < 32 ? h.y : (off < 64 ? h.z : h.w), hi = off < 32 ? h.z : h.w;
-      const unsigned f = __funnelshift_r(lo, hi, off & 31);
-      const float dl = __fmul_rn(f16bits(h.x), (float)(f & 63u));
-      const float ml = __fmul_rn(f16bits(h.x >> 16), (float)((f >> 6) & 63u));
+      unsigned sc, mn;
+      q4k_scale_min(h, (g / 4) & 7, sc, mn);
+      const float dl = __fmul_rn(f16bits(h.x), (float)sc);
+      const float ml = __fmul_rn(f16bits(h.x >> 16), (float)mn);
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = __fsub_rn(__fmul_rn(dl, (float)nibble(w, e)), ml);
     } else {  // q6_k: (int8 sc0, int8 sc1, fp16 d) per 32; one high-bit word per 16 weights
@@ -92,8 +91,8 @@ __device__ void embed_body(__half* __restrict__ out, const i64* __restrict__ ids
 
 // K % 8 == 0 (f16: 16-byte aligned rows), K % 32 == 0 (q4_0 / q4_1 / q8_0), K % 256 == 0 (q4_k, q6_k)
 EMBED_ENTRY(embedding_f16, E_F16)
-EMBED_ENTRY(embedding_q4_0, E_Q4_0)
-EMBED_ENTRY(embedding_q4_1, E_Q4_1)
-EMBED_ENTRY(embedding_q8_0, E_Q8_0)
-EMBED_ENTRY(embedding_q4_k, E_Q4_K)
-EMBED_ENTRY(embedding_q6_k, E_Q6_K)
+EMBED_ENTRY(embedding_q4_0, F_Q4_0)
+EMBED_ENTRY(embedding_q4_1, F_Q4_1)
+EMBED_ENTRY(embedding_q8_0, F_Q8_0)
+EMBED_ENTRY(embedding_q4_k, F_Q4_K)
+EMBED_ENTRY(embedding_q6_k, F_Q6_K)

@@ -80,7 +80,7 @@ def _filter_params(rows: list[SampleRow], device) -> tuple[torch.Tensor, ...]:
 
 def _with_logprobs(tok: SampledToken, raw: torch.Tensor, p: SamplingParams) -> SampledToken:
     if p.logprobs is not None:
-        lp = torch.log_softmax(raw, dim=-1)
+        lp = torch.log_softmax(raw.float(), dim=-1)  # FP16 rows from a decode graph: their exact float32
         tok.logprob = float(lp[tok.token_id])
         if p.logprobs > 0:
             v, ix = torch.topk(lp, p.logprobs)
@@ -137,7 +137,6 @@ def _draw(logits: torch.Tensor, rows: list[SampleRow], drawn: list[int]) -> torc
 def sample(logits: torch.Tensor, rows: list[SampleRow]) -> list[SampledToken]:
     """logits [B, V] (float32, or FP16 from a decode graph), one row per request that samples this
     step: sample_on_device's ids, one copy to the host, then each row's logprobs where asked."""
-    logits = _float_unless_plain_greedy(logits, rows)
     ids = sample_on_device(logits, rows).tolist()
     return [_with_logprobs(SampledToken(t), logits[i], row.params) for i, (t, row) in enumerate(zip(ids, rows))]
 

@@ -29,8 +29,11 @@ class AttentionMetadata:
     The *_cpu lists mirror the tensors on the host so reference code never syncs the device.
     host_written: query_start_loc, seq_lens and block_tables are filled by host copies issued before
     the step's first kernel and no kernel of the step writes them (the CUDA-graph decode's static
-    buffers): on sm_90 the decode attention then reads them before waiting on the kernel ahead of it
-    (programmatic dependent launch). Leave False where any of them may come from a kernel.
+    buffers), and the cache rows of each request's earlier keys (positions < seq_len - its query
+    length) were written before the step began (only this step's tokens' rows are written in it):
+    on sm_90 the decode attention then reads the metadata and those keys' K/V before waiting on the
+    kernel ahead of it (programmatic dependent launch). Leave False where any of them may come from a
+    kernel of the same step.
     """
 
     query_start_loc: torch.Tensor

@@ -78,7 +78,8 @@ struct FlashArgs {
   const int* qsl;          // [B + 1]
   int meta_ready;          // block_tables / seq_lens / qsl come from host copies made before the
                            // step's first kernel and no kernel writes them (a CUDA-graph decode):
-                           // read before pdl_wait() (sm_90 PDL)
+                           // read before pdl_wait() (sm_90 PDL), as are the K/V of keys before this
+                           // step's tokens (written by earlier steps)
   i64 q_stride;
   int n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks;
   float qk_scale, soft_cap, v_mul;
@@ -391,11 +392,18 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
   // per load, so two steps ahead keep as many bytes in flight as FP16 does with one). The first
   // steps' loads go out before the query rows are read: the chain to the first S is page ids, then
   // K/V with Q alongside (not Q, then page ids, then K/V: one global round trip less per block).
+  // With meta_ready the keys before this step's tokens (< ctx - ql) were written by earlier steps:
+  // their first steps' K/V load before the wait too, under the previous kernel (the qkv projection).
   stage_pages(kstart);
   __syncthreads();
-  pdl_wait();  // (a no-op after the first) K/V and Q are the previous kernels' outputs
+  const int ready_end = a.meta_ready ? ctx - ql : kstart;  // keys below this are in the cache already
 #pragma unroll
-  for (int u = 0; u < PF; ++u) load_step(kstart + u * KT, kr[u], vr[u]);  // FA_SEG >= PF * KT
+  for (int u = 0; u < PF; ++u)  // FA_SEG >= PF * KT
+    if (min(kstart + (u + 1) * KT, kend) <= ready_end) load_step(kstart + u * KT, kr[u], vr[u]);
+  pdl_wait();  // (a no-op after the first) this step's K/V and Q are the previous kernels' outputs
+#pragma unroll
+  for (int u = 0; u < PF; ++u)
+    if (min(kstart + (u + 1) * KT, kend) > ready_end) load_step(kstart + u * KT, kr[u], vr[u]);
 
   // Query rows -> shared memory (FP16 as given; the scale is applied to S in FP32); read by the
   // step loop after its barriers. All of a thread's loads first (one round trip), then the stores.

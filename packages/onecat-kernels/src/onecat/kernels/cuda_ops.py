@@ -198,35 +198,60 @@ _PMT = (1, 4, 16)
 _PR = {4: 4, 16: 4}  # M = 2..16: rows of W per 128-thread block (csrc/gemv_packed.cu)
 # (R rows per warp, U chunks per lane and row in flight, KS warps splitting K, "n" where the kernel
 # does not prefetch and relies on more resident warps instead): gemv_r_<fmt>_r<R>u<U>k<KS><n>.
-GEMV_M1_SHAPES = ((2, 1, 1, ""), (4, 1, 1, ""), (4, 1, 1, "n"), (8, 1, 1, "n"), (4, 1, 2, ""), (4, 1, 2, "n"))
+GEMV_M1_SHAPES = ((2, 1, 1, ""), (4, 1, 1, ""), (4, 1, 1, "n"), (8, 1, 1, "n"), (4, 1, 2, ""), (4, 1, 2, "n"),
+                  (4, 2, 2, "n"))
 
 
-def gemv_m1_shape(fmt: str, n: int, k: int) -> tuple[int, int, int, str]:
-    """The M = 1 kernel shape per format and matrix, from tools/gpu/gemv_variants.py on the H200
-    (benchmarks/results/h200-2026-11-29/gemv-variants3.txt): few rows (N <= 8192) need the K split
-    across warps to fill the GPU; many rows want more resident warps and no prefetch. Short rows
-    (K <= 1024: at most 32 chunks, one per lane) leave a second K-warp idle: many of them (SmolLM2's
-    49152 x 576 LM head) take 8 rows per warp and no split (q8_0 19.5 -> 13.2 us, q4_1 17.5 -> 12.7;
-    benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
+def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, int, int, str]:
+    """The M = 1 kernel shape per format and matrix (`normed`: the RMSNorm-in-front instances of
+    linear_fused_ops, whose prologue changes what pays). Timed where decode runs them: chains of
+    dependent GEMVs in one CUDA graph under programmatic dependent launch (tools/gpu/gemv_chain.py,
+    benchmarks/results/h200-2026-11-30-s9/, us per GEMV):
+    * few rows (N <= 8192) need K split across warps to fill the GPU; with K > 1024 two chunks per
+      row in flight (q4_0 4096 x 4096 5.5 -> 4.3, 4096 x 14336 15.3 -> 12.8) or the register
+      prefetch, whose second step also loads before the wait (q4_k 4096 x 4096 6.4 -> 4.9; q6_k
+      4096 x 14336 22.1 -> 16.0);
+    * many rows want more resident warps and no prefetch (the LM head: one K-warp);
+    * normed: one chunk in flight (their prologue holds the first loads: two per row cost q4_0's
+      6144 x 4096 qkv 9.4 -> 12.2) and 8-warp blocks ("w8"), half the blocks re-reading x, the
+      residual and the norm weight (q4_0 qkv 9.4 -> 8.2, gate_up 28672 x 4096 24.0 -> 22.6; q4_k qkv
+      8.8 -> 7.5, its gate_up no better);
+    * short rows (K <= 1024: at most 32 chunks, one per lane) leave a second K-warp idle: many of them
+      (SmolLM2's 49152 x 576 LM head) take 8 rows per warp and no split
+      (benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
     if k <= 1024 and n >= 16384 and fmt in ("q4_0", "q4_1", "q8_0", "awq"):
         return (8, 1, 1, "n")
     if fmt == "q8_0":
         return (4, 1, 2, "n")
     if fmt == "q6_k":
-        return (2, 1, 1, "")
+        if normed or n >= 65536:
+            return (2, 1, 1, "")
+        return (4, 1, 2, "") if k >= 8192 else (4, 1, 2, "n")
     if fmt == "q4_k":
-        if n <= 8192 and k >= 8192:
+        if normed:
+            return (4, 1, 2, "nw8") if n <= 8192 else (4, 1, 1, "n")
+        if n <= 8192:
             return (4, 1, 2, "")
         return (4, 1, 1, "n") if n >= 65536 else (4, 1, 1, "")
-    return (4, 1, 2, "n") if n <= 8192 else (4, 1, 1, "n")  # q4_0, q4_1, awq
+    if normed:  # q4_0, q4_1, awq (8-warp instances: q4_0's)
+        w8 = "w8" if fmt == "q4_0" else ""
+        return (4, 1, 2, "n" + w8) if n <= 8192 else (4, 1, 1, "n" + w8)
+    if n <= 8192:
+        return (4, 2, 2, "n") if k > 1024 else (4, 1, 2, "n")
+    return (4, 1, 1, "n")
 
 
 def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kernel:
     return Kernel("gemv_packed.cu", f"gemv_r_{fmt}_r{r}u{u}k{ks}{sfx}", "ppppppiiii", pdl=True)
 
 
-def gemv_m1_rows_per_block(r: int, ks: int) -> int:
-    return r * (4 // ks)
+def gemv_m1_warps(sfx: str) -> int:
+    """Warps per block of an M = 1 kernel: 4, or 8 for the "...w8" instances."""
+    return 8 if sfx.endswith("w8") else 4
+
+
+def gemv_m1_rows_per_block(r: int, ks: int, sfx: str = "") -> int:
+    return r * (gemv_m1_warps(sfx) // ks)
 
 
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
@@ -335,7 +360,7 @@ def linear_packed(x, weight: PackedWeight, bias=None):
         mt = next(v for v in _PMT if v >= m)
         if mt == 1:
             shape = gemv_m1_shape(weight.kind, n, k)
-            kern, rows = _GEMV_M1[(weight.kind, shape)], gemv_m1_rows_per_block(shape[0], shape[2])
+            kern, rows = _GEMV_M1[(weight.kind, shape)], gemv_m1_rows_per_block(shape[0], shape[2], shape[3])
         else:
             kern, rows = _GEMV_PACKED[(weight.kind, mt)], _PR[mt]
         _launch(kern, (-(-n // rows), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),

@@ -105,7 +105,11 @@ def linear(dtype, device, gen) -> list[Case]:
     for m, n, k, t, bias in [(1, 130, 512, "q4_0", False), (5, 67, 256, "q4_1", True), (2, 64, 512, "q4_k", False),
                              (16, 33, 256, "q6_k", False), (3, 40, 96, "q8_0", True), (9, 72, 512, "awq", False),
                              (1, 64, 1024, "awq", True), (12, 70, 512, "q4_0", False),
-                             (20, 72, 512, "q4_k", True), (33, 80, 256, "q4_0", False)]:  # M > 16: the GEMM
+                             (20, 72, 512, "q4_k", True), (33, 80, 256, "q4_0", False),  # M > 16: the GEMM
+                             # M = 1 shapes for K > 1024 (cuda_ops.gemv_m1_shape): two chunks per row in
+                             # flight, an odd chunk count; the prefetching kernels with K past one step
+                             (1, 200, 3104, "q4_0", False), (1, 96, 2048, "awq", True),
+                             (1, 96, 1536, "q4_k", False), (1, 72, 8448, "q6_k", False), (1, 130, 512, "q6_k", False)]:
         x = _randn(gen, m, k, dtype=dtype, device=device)
         b = _randn(gen, n, dtype=dtype, device=device) if bias else None
         cases.append(Case(f"packed_{t} M={m} N={n} K={k}{' +bias' if bias else ''}",
@@ -131,7 +135,8 @@ def rms_norm_linear(dtype, device, gen) -> list[Case]:
     prologue), batches and a dense weight (the unfused route)."""
     shapes = [(1, 130, 512, "q4_0"), (1, 66, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 34, 256, "q6_k"),
               (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 960, 576, "q4_1"), (1, 2 * 1536, 576, "q4_1"),
-              (1, 96, 4096, "q4_0"), (3, 64, 256, "q4_0"), (20, 72, 512, "q4_k"), (2, 64, 96, "dense")]
+              (1, 96, 4096, "q4_0"), (3, 64, 256, "q4_0"), (20, 72, 512, "q4_k"), (2, 64, 96, "dense"),
+              (1, 2 * 8200, 1056, "q4_0"), (1, 8320, 256, "q4_k")]  # N > 8192: the one-K-warp instances
     cases = []
     for i, (name, x, w) in enumerate(_fused_linear_cases(dtype, device, gen, shapes)):
         k = x.shape[-1]

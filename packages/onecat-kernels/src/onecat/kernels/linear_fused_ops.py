@@ -20,15 +20,16 @@ rotary_and_cache):
 from __future__ import annotations
 
 from . import cuda_ops
-from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_rows_per_block, gemv_m1_shape
+from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_rows_per_block, gemv_m1_shape,
+                       gemv_m1_warps)
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
 
 # the (format, shape) pairs gemv_packed.cu instantiates with the norm in front: what gemv_m1_shape picks
-NORM_SHAPES = {"q4_0": ((4, 1, 2, "n"), (4, 1, 1, "n")), "q4_1": ((4, 1, 2, "n"), (4, 1, 1, "n")),
+NORM_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8")), "q4_1": ((4, 1, 2, "n"), (4, 1, 1, "n")),
                "awq": ((4, 1, 2, "n"), (4, 1, 1, "n")), "q8_0": ((4, 1, 2, "n"),),
-               "q4_k": ((4, 1, 2, ""), (4, 1, 1, ""), (4, 1, 1, "n")), "q6_k": ((2, 1, 1, ""),)}
+               "q4_k": ((4, 1, 2, "nw8"), (4, 1, 1, "n")), "q6_k": ((2, 1, 1, ""),)}
 _ARGS = "ppppppiiipppf"
 _PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn", _ARGS, pdl=True)
           for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
@@ -56,7 +57,7 @@ def supports_gemv_norm(p: Problem) -> list[str]:
           f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
     _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
     if fmt in _PACKED_NAMES and k % 32 == 0:
-        shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k)
+        shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k, normed=True)
         _need(r, (fmt.removeprefix("packed_"), shape) in _PLAIN,
               f"M = 1 kernel shape {shape} of {fmt} has no normed-input instance")
     return r
@@ -87,10 +88,10 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     arguments every _rn kernel takes, then `extra`); returns the new residual stream (x without a
     residual). rows_per_out: weight rows per output row (2 with the GLU)."""
     n, k = weight.shape[0], x.shape[-1]
-    shape = gemv_m1_shape(weight.kind, n, k)
+    shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    blocks = -(-(n // rows_per_out) // (gemv_m1_rows_per_block(shape[0], shape[2]) // rows_per_out))
-    cuda_ops._launch(kernels[(weight.kind, shape)], (blocks, 1, 1), (128, 1, 1),
+    blocks = -(-(n // rows_per_out) // (gemv_m1_rows_per_block(shape[0], shape[2], shape[3]) // rows_per_out))
+    cuda_ops._launch(kernels[(weight.kind, shape)], (blocks, 1, 1), (32 * gemv_m1_warps(shape[3]), 1, 1),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
                      _ptr(res_out) if residual is not None else 0, float(eps), *extra, device=x.device, smem=k * 2)

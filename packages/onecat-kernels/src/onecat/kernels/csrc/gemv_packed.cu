@@ -178,7 +178,7 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
-template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false>
+template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
@@ -188,11 +188,11 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
   static_assert(EPI == EPI_NONE || R % 2 == 0, "GLU / rotary pairs rows");
-  __shared__ float red[KS > 1 ? 4 : 1][R];
+  __shared__ float red[KS > 1 ? NW : 1][R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
-  const int n0 = (blockIdx.x * (4 / KS) + warp / KS) * RO;
+  const int n0 = (blockIdx.x * (NW / KS) + warp / KS) * RO;
   if (!NORM_IN && KS == 1 && n0 >= nout) return;  // (NORM_IN: every thread takes the prologue's barriers)
   const int nch = K >> 5;
   i64 row[R];
@@ -220,7 +220,11 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   constexpr bool LOAD_FIRST = !(NORM_IN && F == F_Q6_K && EPI == EPI_GLU);
   RopeIn<R> rin;  // EPI_ROPE: read by lane 0 of the kw == 0 warps (dead code otherwise)
   const bool rope_lane = EPI == EPI_ROPE && kw == 0 && lane == 0 && n0 < N;
+  // PF kernels without the norm prologue also request the second step before the wait (the same
+  // registers the loop's prefetch uses; on sm_70 the same order as the loop's first prefetch)
+  constexpr bool NEXT_FIRST = PF && !NORM_IN;
   if (LOAD_FIRST) load(cur, 32 * U * kw);
+  if (NEXT_FIRST && 32 * U * kw + STEP < nch) load(nxt, 32 * U * kw + STEP);
   // sm_90 with PDL: the weights above stream while the previous kernel finishes; x, the residual,
   // positions and every output only after it
   pdl_launch_dependents();
@@ -234,7 +238,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   if (rope_lane) rin.load_cos_sin(rope, n0);
   if (!LOAD_FIRST) load(cur, 32 * U * kw);
   for (int base = 32 * U * kw; base < nch; base += STEP) {
-    if (PF && base + STEP < nch) load(nxt, base + STEP);
+    if (PF && base + STEP < nch && !(NEXT_FIRST && base == 32 * U * kw)) load(nxt, base + STEP);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + lane + 32 * u;
@@ -434,30 +438,32 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
 // M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn; _rn_glu with the GLU epilogue,
 // _rn_rope with rotary + KV-cache write of [q | k | v]): the shapes gemv_m1_shape picks for qkv and
-// gate_up. Dynamic shared memory: K * 2 bytes.
+// gate_up. Dynamic shared memory: K * 2 bytes. SFX nw8: 8 warps per block (256 threads), half the blocks,
+// so half the blocks' prologue reads (x, residual, norm weight: 3 K-wide vectors per block).
 // the parameters every _rn kernel takes (the _rope one adds its own)
 #define GEMV_RN_PARAMS                                                                                   \
   __half* out, const __half* x, const unsigned char* q, const unsigned char* qh, const unsigned char* meta, \
       const __half* bias, int N, int K, int gchunks, const __half* res, const __half* norm_w,              \
       __half* res_out, float eps
-#define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX)                                                        \
-  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(        \
-      GEMV_RN_PARAMS) {                                                                                  \
-    gemv_rows<F, R, U, PF, KS, EPI_NONE, true>(out, x, q, qh, meta, bias, N, K, gchunks,                 \
-                                               GemvNormIn{res, norm_w, res_out, eps});                   \
-  }                                                                                                      \
-  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu(    \
-      GEMV_RN_PARAMS) {                                                                                  \
-    gemv_rows<F, R, U, PF, KS, EPI_GLU, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,               \
-                                              GemvNormIn{res, norm_w, res_out, eps});                    \
-  }                                                                                                      \
-  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope(   \
-      GEMV_RN_PARAMS, const i64* positions, const i64* slots, const float* cos_sin, __half* k_cache,     \
-      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox) {                       \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true>(                                                          \
-        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                 \
-        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox});    \
+#define GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
+  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(    \
+      GEMV_RN_PARAMS) {                                                                                 \
+    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW>(out, x, q, qh, meta, bias, N, K, gchunks,            \
+                                               GemvNormIn{res, norm_w, res_out, eps});                  \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu( \
+      GEMV_RN_PARAMS) {                                                                                 \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW>(out, x, q, qh, meta, nullptr, N, K, gchunks,          \
+                                              GemvNormIn{res, norm_w, res_out, eps});                   \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope( \
+      GEMV_RN_PARAMS, const i64* positions, const i64* slots, const float* cos_sin, __half* k_cache,    \
+      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox) {                      \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW>(                                                     \
+        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                \
+        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox});   \
   }
+#define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \
   GEMV_PACKED(NAME, F, 16, 4)    \
@@ -466,7 +472,8 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   GEMV_ROWS(NAME, F, 4, 1, false, 1, n)  \
   GEMV_ROWS(NAME, F, 8, 1, false, 1, n)  \
   GEMV_ROWS(NAME, F, 4, 1, true, 2, )    \
-  GEMV_ROWS(NAME, F, 4, 1, false, 2, n)
+  GEMV_ROWS(NAME, F, 4, 1, false, 2, n)  \
+  GEMV_ROWS(NAME, F, 4, 2, false, 2, n)
 
 GEMV_PACKED_ALL(q4_0, F_Q4_0)
 GEMV_PACKED_ALL(q4_1, F_Q4_1)
@@ -474,15 +481,14 @@ GEMV_PACKED_ALL(q8_0, F_Q8_0)
 GEMV_PACKED_ALL(q4_k, F_Q4_K)
 GEMV_PACKED_ALL(q6_k, F_Q6_K)
 GEMV_PACKED_ALL(awq, F_AWQ)
-// normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format
-GEMV_ROWS_RN(q4_0, F_Q4_0, 4, 1, false, 2, n)
-GEMV_ROWS_RN(q4_0, F_Q4_0, 4, 1, false, 1, n)
+// normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format (normed=True)
+GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
+GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 1, n)
 GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 2, n)
 GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 1, n)
 GEMV_ROWS_RN(q8_0, F_Q8_0, 4, 1, false, 2, n)
-GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, true, 2, )
-GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, true, 1, )
+GEMV_ROWS_RN_W(q4_k, F_Q4_K, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, false, 1, n)
 GEMV_ROWS_RN(q6_k, F_Q6_K, 2, 1, true, 1, )

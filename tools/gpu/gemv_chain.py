@@ -1,0 +1,174 @@
+"""M = 1 packed GEMVs the way decode runs them: a chain of dependent GEMVs (each one's x is the
+previous one's y) captured in one CUDA graph and replayed, so launches are not on the clock and,
+on sm_90, each GEMV starts under programmatic dependent launch while the one before it finishes
+(its weights load before it waits). Weights differ per link and the chain holds > 160 MB, so they
+come from HBM (the H200's L2 is 60 MB). Reports the chain's weight bytes per second against the
+copy bandwidth of the same run: the efficiency a decode step's projections can have, which an
+isolated kernel timed alone (onecat.kernels.bench --gemv) understates by its ramp.
+
+    python3 tools/gpu/gemv_chain.py [--formats q4_0,q4_k,awq] [--chains square,updown,layer,4096x14336,glu:28672x4096]
+                                    [--variants auto,r4u1k2n,...] [--pdl 1,0] [--json out.json]
+
+Chains (llama3-8b matrices, N x K): square = 32 x 4096x4096; updown = 10 x (14336x4096 then
+4096x14336); layer = 8 x (6144x4096 qkv, 4096x4096 o, 28672x4096 gate_up, 4096x14336 down), the
+next x being the first K outputs of the previous y; NxK = one matrix shape repeated past 300 MB
+(x a fixed vector: each link still waits on the one before it); rn:NxK / glu:NxK the same through
+the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
+the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
+matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import torch
+
+from onecat.kernels import cuda_ops, driver, linear_fused_ops
+from onecat.kernels.bench import _subset, copy_bandwidth, packed_gpu
+
+CHAINS = {
+    "square": [(4096, 4096)] * 32,
+    "updown": [(14336, 4096), (4096, 14336)] * 10,
+    "layer": [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)] * 8,
+}
+
+
+def variant_shape(name: str) -> tuple[int, int, int, str] | None:
+    """'r4u1k2n' -> (4, 1, 2, 'n'); 'auto' -> None (the provider's choice per matrix)."""
+    if name == "auto":
+        return None
+    for shape in cuda_ops.GEMV_M1_SHAPES + tuple(s for v in linear_fused_ops.NORM_SHAPES.values() for s in v):
+        if name == "r{}u{}k{}{}".format(*shape):
+            return shape
+    raise SystemExit(f"unknown variant {name!r}: auto or one of "
+                     + ", ".join("r{}u{}k{}{}".format(*s) for s in cuda_ops.GEMV_M1_SHAPES))
+
+
+def chain_links(name: str) -> tuple[str, list[tuple[int, int]]]:
+    """(kind: plain / rn / glu, the links' (N, K)) of a --chains entry."""
+    if name in CHAINS:
+        return "plain", CHAINS[name]
+    kind, _, nk = name.rpartition(":")
+    n, k = (int(v) for v in nk.split("x"))
+    per = n * k // 2  # ~bytes of a 4-bit matrix
+    return kind or "plain", [(n, k)] * max(8, -(-300_000_000 // per))
+
+
+def launch(w, x, out, shape) -> None:
+    n, k = w.shape
+    r, u, ks, sfx = shape or cuda_ops.gemv_m1_shape(w.kind, n, k)
+    kern, rows = cuda_ops.gemv_m1_kernel(w.kind, r, u, ks, sfx), cuda_ops.gemv_m1_rows_per_block(r, ks, sfx)
+    cuda_ops._launch(kern, (-(-n // rows), 1, 1), (32 * cuda_ops.gemv_m1_warps(sfx), 1, 1), out.data_ptr(), x.data_ptr(), w.q.data_ptr(),
+                     cuda_ops._ptr(w.qh), w.meta.data_ptr(), 0, 1, n, k, w.group_size // 32, device=x.device)
+
+
+def chain_once(ws, x0, outs, shape, kind="plain", chained=True, norm=None) -> None:
+    x = x0
+    for w, out in zip(ws, outs):
+        if kind == "plain":
+            launch(w, x[:, :w.shape[1]], out, shape)
+        else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape)
+            linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
+                                                  act="silu_and_mul" if kind == "glu" else None)
+        x = out if chained else x0
+
+
+def rel_err(w, x, shape) -> float:
+    """The first link's first 256 outputs against a float64 reference."""
+    out = torch.empty(1, w.shape[0], dtype=torch.float16, device="cuda")
+    launch(w, x, out, shape)
+    sub = _subset(w, 256)
+    want = x.double().cpu() @ sub.dequantize(torch.float64).cpu().t()
+    return float((out[:, :256].double().cpu() - want).norm() / want.norm())
+
+
+def time_graph(run, pdl: bool, replays: int) -> list[float]:
+    os.environ["ONECAT_PDL"] = "1" if pdl else "0"
+    driver.pdl_enabled.cache_clear()
+    run()  # builds the kernels outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    torch.cuda._sleep(20_000_000)
+    for a, b in ev:
+        a.record()
+        g.replay()
+        b.record()
+    torch.cuda.synchronize()
+    os.environ.pop("ONECAT_PDL", None)
+    driver.pdl_enabled.cache_clear()
+    return [a.elapsed_time(b) * 1e3 for a, b in ev]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--formats", default="q4_0,q4_k,awq")
+    ap.add_argument("--chains", default="square,updown,layer")
+    ap.add_argument("--variants", default="auto")
+    ap.add_argument("--pdl", default="1,0")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    gen = torch.Generator("cuda").manual_seed(0)
+    copy0 = copy_bandwidth()
+    rows = []
+    for fmt in args.formats.split(","):
+        for cname in args.chains.split(","):
+            kind, links = chain_links(cname)
+            ws = [packed_gpu(n, k, fmt, gen) for n, k in links]
+            outs = [torch.empty(1, n, dtype=torch.float16, device="cuda") for n, _ in links]
+            x0 = torch.randn(1, links[0][1], device="cuda", generator=gen).half()
+            norm = (torch.rand(links[0][1], device="cuda", generator=gen).half() + 0.5,
+                    torch.randn(1, links[0][1], device="cuda", generator=gen).half())
+            moved = sum(w.nbytes + 2 * w.shape[0] + 2 * w.shape[1] for w in ws)
+            for vname in args.variants.split(","):
+                shape = variant_shape(vname)
+                if kind == "plain" and shape is not None and shape not in cuda_ops.GEMV_M1_SHAPES:
+                    print(f"skip {fmt} {cname} {vname}: no plain instance")
+                    continue
+                if kind != "plain":
+                    if shape is not None and shape not in linear_fused_ops.NORM_SHAPES[fmt]:
+                        print(f"skip {fmt} {cname} {vname}: no normed-input instance")
+                        continue
+                    linear_fused_ops.gemv_m1_shape = (lambda f, n, k, normed=False, s=shape: s) if shape else cuda_ops.gemv_m1_shape
+                err = rel_err(ws[0], x0, shape) if kind == "plain" else float("nan")
+                for pdl in [p == "1" for p in args.pdl.split(",")]:
+                    t = time_graph(lambda: chain_once(ws, x0, outs, shape, kind, cname in CHAINS, norm), pdl,
+                                   args.replays)
+                    rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
+                                     median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))
+            linear_fused_ops.gemv_m1_shape = cuda_ops.gemv_m1_shape
+            del ws, outs
+            torch.cuda.empty_cache()
+    copy1 = copy_bandwidth()
+    copy = (copy0 + copy1) / 2
+    print(f"GPU {torch.cuda.get_device_name(0)}; copy bandwidth {copy0:.0f} / {copy1:.0f} GB/s (before / after), "
+          f"%copy uses {copy:.0f}")
+    print("chain of dependent M = 1 GEMVs in one CUDA graph, weights distinct per link (from HBM); "
+          f"median/min/max over {args.replays} replays; us/link = median / links; MEASURED")
+    print(f"{'format':<6} {'chain':<15} {'links':>5} {'variant':>8} {'pdl':>3} {'MB':>7} {'med us':>8} {'min us':>8} "
+          f"{'max us':>8} {'us/link':>7} {'GB/s':>6} {'%copy':>6} {'rel err':>8}")
+    for row in rows:
+        row["gbps"] = row["bytes"] / row["median_us"] / 1e3
+        row["frac_copy"] = row["gbps"] / copy
+        print(f"{row['format']:<6} {row['chain']:<15} {row['links']:>5} {row['variant']:>8} {int(row['pdl']):>3} "
+              f"{row['bytes'] / 1e6:>7.1f} {row['median_us']:>8.1f} {row['min_us']:>8.1f} {row['max_us']:>8.1f} "
+              f"{row['median_us'] / row['links']:>7.2f} {row['gbps']:>6.0f} {100 * row['frac_copy']:>5.1f}% "
+              f"{row['rel_err']:>8.1e}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

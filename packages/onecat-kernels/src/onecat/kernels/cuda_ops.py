@@ -207,7 +207,7 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
     linear_fused_ops, whose prologue changes what pays). Timed where decode runs them: chains of
     dependent GEMVs in one CUDA graph under programmatic dependent launch (tools/gpu/gemv_chain.py,
     benchmarks/results/h200-2026-11-30-s9/, us per GEMV):
-    * few rows (N <= 8192) need K split across warps to fill the GPU; with K > 1024 two chunks per
+    * few rows (N <= 8192) need K split across warps to fill the GPU; with K >= 4096 two chunks per
       row in flight (q4_0 4096 x 4096 5.5 -> 4.3, 4096 x 14336 15.3 -> 12.8) or the register
       prefetch, whose second step also loads before the wait (q4_k 4096 x 4096 6.4 -> 4.9; q6_k
       4096 x 14336 22.1 -> 16.0);
@@ -223,21 +223,24 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
         return (8, 1, 1, "n")
     if fmt == "q8_0":
         return (4, 1, 2, "n")
+    # a K split with U chunks in flight steps over 64 U chunks: rows of fewer leave the second
+    # K-warp idle (SmolLM2's 576 x 1536 down: 48 chunks)
+    long_rows = k >= 4096
     if fmt == "q6_k":
-        if normed or n >= 65536:
+        if normed or n >= 65536 or not long_rows:
             return (2, 1, 1, "")
         return (4, 1, 2, "") if k >= 8192 else (4, 1, 2, "n")
     if fmt == "q4_k":
         if normed:
             return (4, 1, 2, "nw8") if n <= 8192 else (4, 1, 1, "n")
-        if n <= 8192:
+        if n <= 8192 and long_rows:
             return (4, 1, 2, "")
         return (4, 1, 1, "n") if n >= 65536 else (4, 1, 1, "")
     if normed:  # q4_0, q4_1, awq (8-warp instances: q4_0's)
         w8 = "w8" if fmt == "q4_0" else ""
         return (4, 1, 2, "n" + w8) if n <= 8192 else (4, 1, 1, "n" + w8)
     if n <= 8192:
-        return (4, 2, 2, "n") if k > 1024 else (4, 1, 2, "n")
+        return (4, 2, 2, "n") if long_rows else (4, 1, 2, "n")
     return (4, 1, 1, "n")
 
 

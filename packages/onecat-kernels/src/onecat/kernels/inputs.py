@@ -106,10 +106,10 @@ def linear(dtype, device, gen) -> list[Case]:
                              (16, 33, 256, "q6_k", False), (3, 40, 96, "q8_0", True), (9, 72, 512, "awq", False),
                              (1, 64, 1024, "awq", True), (12, 70, 512, "q4_0", False),
                              (20, 72, 512, "q4_k", True), (33, 80, 256, "q4_0", False),  # M > 16: the GEMM
-                             # M = 1 shapes for K > 1024 (cuda_ops.gemv_m1_shape): two chunks per row in
+                             # M = 1 shapes for K >= 4096 (cuda_ops.gemv_m1_shape): two chunks per row in
                              # flight, an odd chunk count; the prefetching kernels with K past one step
-                             (1, 200, 3104, "q4_0", False), (1, 96, 2048, "awq", True),
-                             (1, 96, 1536, "q4_k", False), (1, 72, 8448, "q6_k", False), (1, 130, 512, "q6_k", False)]:
+                             (1, 200, 4128, "q4_0", False), (1, 96, 4096, "awq", True),
+                             (1, 96, 4352, "q4_k", False), (1, 72, 8448, "q6_k", False), (1, 130, 4096, "q6_k", False)]:
         x = _randn(gen, m, k, dtype=dtype, device=device)
         b = _randn(gen, n, dtype=dtype, device=device) if bias else None
         cases.append(Case(f"packed_{t} M={m} N={n} K={k}{' +bias' if bias else ''}",

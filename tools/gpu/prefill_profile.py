@@ -2,7 +2,7 @@
 output token (the peers bench's t(generate 1)), warmed up once, then timed and traced by
 torch.profiler: wall time, and the device kernels by total time (count, total, mean).
 
-    python tools/gpu/prefill_profile.py --model X.gguf [--prompt-len 512] [--top 25]
+    python tools/gpu/prefill_profile.py --model X.gguf [--prompt-len 512] [--top 25] [--cprofile 40]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="a GGUF file (default: the embedded SmolLM2)")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cprofile", type=int, default=0, help="also print this many functions of a cProfile run")
     a = ap.parse_args()
 
     import torch
@@ -43,6 +44,15 @@ def main() -> None:
         llm.generate(prompt(seed), params)
         torch.cuda.synchronize()
         print(f"generate(prompt {a.prompt_len}, 1 token): {(time.perf_counter() - t) * 1e3:.2f} ms")
+    if a.cprofile:  # the host side: the run's functions by cumulative time
+        import cProfile
+        import pstats
+        pr = cProfile.Profile()
+        pr.enable()
+        llm.generate(prompt(4), params)
+        torch.cuda.synchronize()
+        pr.disable()
+        pstats.Stats(pr).sort_stats("cumulative").print_stats(a.cprofile)
     # device activities only: s8 call 9's CPU + CUDA trace of one prefill did not finish in ~40 s
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         llm.generate(prompt(3), params)

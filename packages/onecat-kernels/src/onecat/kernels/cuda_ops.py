@@ -249,8 +249,8 @@ def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kern
 
 
 def gemv_m1_warps(sfx: str) -> int:
-    """Warps per block of an M = 1 kernel: 4, or 8 for the "...w8" instances."""
-    return 8 if sfx.endswith("w8") else 4
+    """Warps per block of an M = 1 kernel: 4, or 8 / 16 for the "...w8" / "...w16" instances."""
+    return 16 if sfx.endswith("w16") else 8 if sfx.endswith("w8") else 4
 
 
 def gemv_m1_rows_per_block(r: int, ks: int, sfx: str = "") -> int:

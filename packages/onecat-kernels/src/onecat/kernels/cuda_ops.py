@@ -213,9 +213,10 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
       4096 x 14336 22.1 -> 16.0);
     * many rows want more resident warps and no prefetch (the LM head: one K-warp);
     * normed: one chunk in flight (their prologue holds the first loads: two per row cost q4_0's
-      6144 x 4096 qkv 9.4 -> 12.2) and 8-warp blocks ("w8"), half the blocks re-reading x, the
-      residual and the norm weight (q4_0 qkv 9.4 -> 8.2, gate_up 28672 x 4096 24.0 -> 22.6; q4_k qkv
-      8.8 -> 7.5, its gate_up no better);
+      6144 x 4096 qkv 9.4 -> 12.2) and 8- or 16-warp blocks ("w8", "w16"), fewer blocks re-reading
+      x, the residual and the norm weight (q4_0 qkv 9.4 -> 8.1 (w8) -> 7.0 (w16), gate_up 28672 x
+      4096 24.0 -> 22.6 (w8; w16 23.8); q4_k qkv 8.8 -> 7.5 (w8; w16 10.8), its gate_up no better;
+      below 4096 rows q4_0 keeps 8 warps, whose blocks fill more of the GPU: not timed);
     * short rows (K <= 1024: at most 32 chunks, one per lane) leave a second K-warp idle: many of them
       (SmolLM2's 49152 x 576 LM head) take 8 rows per warp and no split
       (benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
@@ -227,6 +228,8 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
     # K-warp idle (SmolLM2's 576 x 1536 down: 48 chunks)
     long_rows = k >= 4096
     if fmt == "q6_k":
+        if n >= 65536 and long_rows and not normed:  # the LM head: 113 -> 106 us (128256 x 4096)
+            return (4, 2, 2, "n")
         if normed or n >= 65536 or not long_rows:
             return (2, 1, 1, "")
         return (4, 1, 2, "") if k >= 8192 else (4, 1, 2, "n")
@@ -236,9 +239,12 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
         if n <= 8192 and long_rows:
             return (4, 1, 2, "")
         return (4, 1, 1, "n") if n >= 65536 else (4, 1, 1, "")
-    if normed:  # q4_0, q4_1, awq (8-warp instances: q4_0's)
-        w8 = "w8" if fmt == "q4_0" else ""
-        return (4, 1, 2, "n" + w8) if n <= 8192 else (4, 1, 1, "n" + w8)
+    if normed:  # q4_0, q4_1, awq (8- and 16-warp instances: q4_0's)
+        if fmt != "q4_0":
+            return (4, 1, 2, "n") if n <= 8192 else (4, 1, 1, "n")
+        if n > 8192:
+            return (4, 1, 1, "nw8")
+        return (4, 1, 2, "nw16") if n >= 4096 else (4, 1, 2, "nw8")
     if n <= 8192:
         return (4, 2, 2, "n") if long_rows else (4, 1, 2, "n")
     return (4, 1, 1, "n")

@@ -136,7 +136,8 @@ def rms_norm_linear(dtype, device, gen) -> list[Case]:
     shapes = [(1, 130, 512, "q4_0"), (1, 66, 256, "q4_1"), (1, 96, 512, "q4_k"), (1, 34, 256, "q6_k"),
               (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 960, 576, "q4_1"), (1, 2 * 1536, 576, "q4_1"),
               (1, 96, 4096, "q4_0"), (3, 64, 256, "q4_0"), (20, 72, 512, "q4_k"), (2, 64, 96, "dense"),
-              (1, 2 * 8200, 1056, "q4_0"), (1, 8320, 256, "q4_k")]  # N > 8192: the one-K-warp instances
+              (1, 2 * 8200, 1056, "q4_0"), (1, 8320, 256, "q4_k"),  # N > 8192: the one-K-warp instances
+              (1, 4100, 512, "q4_0"), (1, 4104, 512, "q4_0")]  # q4_0 N >= 4096: 16-warp blocks, partial last one
     cases = []
     for i, (name, x, w) in enumerate(_fused_linear_cases(dtype, device, gen, shapes)):
         k = x.shape[-1]
@@ -181,6 +182,7 @@ def rms_norm_qkv_rotary_cache(dtype, device, gen) -> list[Case]:
             (1, 8, 2, 64, 64, True, "q4_0", "res"), (1, 4, 2, 128, 64, True, "q4_k", "res bias pad"),
             (1, 4, 1, 64, 32, True, "q6_k", "res"), (1, 6, 2, 96, 48, True, "awq", ""),
             (3, 9, 3, 64, 64, False, "q4_1", "res"),
+            (1, 32, 8, 128, 128, False, "q4_0", "res pad"), (1, 32, 8, 128, 64, True, "q4_0", "res"),  # 6144 rows
             (2, 4, 2, 32, 32, False, "dense", "res")]:
         n, k = (hq + 2 * hk) * d, 512
         x = _randn(gen, t, k, dtype=dtype, device=device)

@@ -213,10 +213,12 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
       4096 x 14336 22.1 -> 16.0);
     * many rows want more resident warps and no prefetch (the LM head: one K-warp);
     * normed: one chunk in flight (their prologue holds the first loads: two per row cost q4_0's
-      6144 x 4096 qkv 9.4 -> 12.2) and 8- or 16-warp blocks ("w8", "w16"), fewer blocks re-reading
-      x, the residual and the norm weight (q4_0 qkv 9.4 -> 8.1 (w8) -> 7.0 (w16), gate_up 28672 x
-      4096 24.0 -> 22.6 (w8; w16 23.8); q4_k qkv 8.8 -> 7.5 (w8; w16 10.8), its gate_up no better;
-      below 4096 rows q4_0 keeps 8 warps, whose blocks fill more of the GPU: not timed);
+      6144 x 4096 qkv 9.4 -> 12.2) and 8-warp blocks ("w8"), half the blocks re-reading x, the
+      residual and the norm weight (q4_0 qkv 9.4 -> 8.1, gate_up 28672 x 4096 24.0 -> 22.6; q4_k
+      qkv 8.8 -> 7.5, its gate_up no better). 16-warp blocks timed faster still in a chain of
+      their own (q4_0 qkv 7.0) but slower in the decode step, behind the down projection (busy
+      1,980 vs 1,886-1,890 us per llama3-8b step, s9 call 10): the chain is a filter, the step
+      A/B decides;
     * short rows (K <= 1024: at most 32 chunks, one per lane) leave a second K-warp idle: many of them
       (SmolLM2's 49152 x 576 LM head) take 8 rows per warp and no split
       (benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
@@ -242,9 +244,7 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
     if normed:  # q4_0, q4_1, awq (8- and 16-warp instances: q4_0's)
         if fmt != "q4_0":
             return (4, 1, 2, "n") if n <= 8192 else (4, 1, 1, "n")
-        if n > 8192:
-            return (4, 1, 1, "nw8")
-        return (4, 1, 2, "nw16") if n >= 4096 else (4, 1, 2, "nw8")
+        return (4, 1, 2, "nw8") if n <= 8192 else (4, 1, 1, "nw8")
     if n <= 8192:
         return (4, 2, 2, "n") if long_rows else (4, 1, 2, "n")
     return (4, 1, 1, "n")
@@ -255,8 +255,8 @@ def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kern
 
 
 def gemv_m1_warps(sfx: str) -> int:
-    """Warps per block of an M = 1 kernel: 4, or 8 / 16 for the "...w8" / "...w16" instances."""
-    return 16 if sfx.endswith("w16") else 8 if sfx.endswith("w8") else 4
+    """Warps per block of an M = 1 kernel: 4, or 8 for the "...w8" instances."""
+    return 8 if sfx.endswith("w8") else 4
 
 
 def gemv_m1_rows_per_block(r: int, ks: int, sfx: str = "") -> int:

@@ -137,7 +137,7 @@ def rms_norm_linear(dtype, device, gen) -> list[Case]:
               (1, 40, 96, "q8_0"), (1, 72, 512, "awq"), (1, 960, 576, "q4_1"), (1, 2 * 1536, 576, "q4_1"),
               (1, 96, 4096, "q4_0"), (3, 64, 256, "q4_0"), (20, 72, 512, "q4_k"), (2, 64, 96, "dense"),
               (1, 2 * 8200, 1056, "q4_0"), (1, 8320, 256, "q4_k"),  # N > 8192: the one-K-warp instances
-              (1, 4100, 512, "q4_0"), (1, 4104, 512, "q4_0")]  # q4_0 N >= 4096: 16-warp blocks, partial last one
+              (1, 4100, 512, "q4_0"), (1, 4104, 512, "q4_0")]  # 8-warp blocks, a partial last one
     cases = []
     for i, (name, x, w) in enumerate(_fused_linear_cases(dtype, device, gen, shapes)):
         k = x.shape[-1]

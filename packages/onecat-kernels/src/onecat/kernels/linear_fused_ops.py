@@ -27,7 +27,7 @@ from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
 
 # the (format, shape) pairs gemv_packed.cu instantiates with the norm in front: what gemv_m1_shape picks
-NORM_SHAPES = {"q4_0": ((4, 1, 2, "nw16"), (4, 1, 2, "nw8"), (4, 1, 1, "nw8")),
+NORM_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8")),
                "q4_1": ((4, 1, 2, "n"), (4, 1, 1, "n")), "awq": ((4, 1, 2, "n"), (4, 1, 1, "n")),
                "q8_0": ((4, 1, 2, "n"),), "q4_k": ((4, 1, 2, "nw8"), (4, 1, 1, "n")), "q6_k": ((2, 1, 1, ""),)}
 _ARGS = "ppppppiiipppf"

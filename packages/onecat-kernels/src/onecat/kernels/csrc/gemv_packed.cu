@@ -438,8 +438,8 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
 // M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn; _rn_glu with the GLU epilogue,
 // _rn_rope with rotary + KV-cache write of [q | k | v]): the shapes gemv_m1_shape picks for qkv and
-// gate_up. Dynamic shared memory: K * 2 bytes. SFX nw8 / nw16: 8 / 16 warps per block (256 / 512
-// threads): fewer blocks, so fewer prologue reads (x, residual, norm weight: 3 K-wide vectors per block).
+// gate_up. Dynamic shared memory: K * 2 bytes. SFX nw8: 8 warps per block (256 threads), half the blocks,
+// so half the blocks' prologue reads (x, residual, norm weight: 3 K-wide vectors per block).
 // the parameters every _rn kernel takes (the _rope one adds its own)
 #define GEMV_RN_PARAMS                                                                                   \
   __half* out, const __half* x, const unsigned char* q, const unsigned char* qh, const unsigned char* meta, \
@@ -482,7 +482,6 @@ GEMV_PACKED_ALL(q4_k, F_Q4_K)
 GEMV_PACKED_ALL(q6_k, F_Q6_K)
 GEMV_PACKED_ALL(awq, F_AWQ)
 // normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format (normed=True)
-GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw16, 16)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)

@@ -6,12 +6,13 @@ come from HBM (the H200's L2 is 60 MB). Reports the chain's weight bytes per sec
 copy bandwidth of the same run: the efficiency a decode step's projections can have, which an
 isolated kernel timed alone (onecat.kernels.bench --gemv) understates by its ramp.
 
-    python3 tools/gpu/gemv_chain.py [--formats q4_0,q4_k,awq] [--chains square,updown,layer,4096x14336,glu:28672x4096]
+    python3 tools/gpu/gemv_chain.py [--formats q4_0,q4_k,awq] [--chains decode,square,4096x14336,glu:28672x4096]
                                     [--variants auto,r4u1k2n,...] [--pdl 1,0] [--json out.json]
 
 Chains (llama3-8b matrices, N x K): square = 32 x 4096x4096; updown = 10 x (14336x4096 then
 4096x14336); layer = 8 x (6144x4096 qkv, 4096x4096 o, 28672x4096 gate_up, 4096x14336 down), the
-next x being the first K outputs of the previous y; NxK = one matrix shape repeated past 300 MB
+next x being the first K outputs of the previous y; decode = layer with qkv and gate_up through the
+normed-input kernels (gate_up with the GLU), the order the decode step runs them; NxK = one matrix shape repeated past 300 MB
 (x a fixed vector: each link still waits on the one before it); rn:NxK / glu:NxK the same through
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
@@ -30,10 +31,15 @@ import torch
 from onecat.kernels import cuda_ops, driver, linear_fused_ops
 from onecat.kernels.bench import _subset, copy_bandwidth, packed_gpu
 
-CHAINS = {
-    "square": [(4096, 4096)] * 32,
-    "updown": [(14336, 4096), (4096, 14336)] * 10,
-    "layer": [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)] * 8,
+LAYER = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate_up, down
+CHAINS = {  # name -> [(kind, N, K)]: plain GEMVs, or the normed-input kernels (rn, glu)
+    "square": [("plain", 4096, 4096)] * 32,
+    "updown": [("plain", 14336, 4096), ("plain", 4096, 14336)] * 10,
+    "layer": [("plain", n, k) for n, k in LAYER] * 8,
+    # the decode layer's projections in order, as its route runs them (qkv and gate_up with the norm
+    # in front, gate_up with the GLU; no attention, no rotary epilogue): a shape that wins in a chain
+    # of its own can lose behind a different kernel (s9: q4_0's 16-warp qkv behind the down projection)
+    "decode": [(kind, n, k) for kind, (n, k) in zip(("rn", "plain", "glu", "plain"), LAYER)] * 8,
 }
 
 
@@ -48,14 +54,16 @@ def variant_shape(name: str) -> tuple[int, int, int, str] | None:
                      + ", ".join("r{}u{}k{}{}".format(*s) for s in cuda_ops.GEMV_M1_SHAPES))
 
 
-def chain_links(name: str) -> tuple[str, list[tuple[int, int]]]:
-    """(kind: plain / rn / glu, the links' (N, K)) of a --chains entry."""
+def chain_links(name: str) -> list[tuple[str, int, int]]:
+    """The links (kind: plain / rn / glu, N, K) of a --chains entry."""
     if name in CHAINS:
-        return "plain", CHAINS[name]
+        return CHAINS[name]
     kind, _, nk = name.rpartition(":")
+    if (kind or "plain") not in ("plain", "rn", "glu"):
+        raise SystemExit(f"unknown chain kind {kind!r} in {name!r}: plain, rn or glu")
     n, k = (int(v) for v in nk.split("x"))
     per = n * k // 2  # ~bytes of a 4-bit matrix
-    return kind or "plain", [(n, k)] * max(8, -(-300_000_000 // per))
+    return [(kind or "plain", n, k)] * max(8, -(-300_000_000 // per))
 
 
 def launch(w, x, out, shape) -> None:
@@ -66,14 +74,16 @@ def launch(w, x, out, shape) -> None:
                      cuda_ops._ptr(w.qh), w.meta.data_ptr(), 0, 1, n, k, w.group_size // 32, device=x.device)
 
 
-def chain_once(ws, x0, outs, shape, kind="plain", chained=True, norm=None) -> None:
+def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
+    """One pass over the links: a plain link's x is the previous output's first K values (x0 where
+    not `chained`); a normed link takes x0 and the residual (its K is the model width)."""
     x = x0
-    for w, out in zip(ws, outs):
+    for w, kind, out in zip(ws, kinds, outs):
         if kind == "plain":
             launch(w, x[:, :w.shape[1]], out, shape)
         else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape)
-            linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
-                                                  act="silu_and_mul" if kind == "glu" else None)
+            out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
+                                                           act="silu_and_mul" if kind == "glu" else None)
         x = out if chained else x0
 
 
@@ -123,26 +133,31 @@ def main() -> int:
     rows = []
     for fmt in args.formats.split(","):
         for cname in args.chains.split(","):
-            kind, links = chain_links(cname)
-            ws = [packed_gpu(n, k, fmt, gen) for n, k in links]
-            outs = [torch.empty(1, n, dtype=torch.float16, device="cuda") for n, _ in links]
-            x0 = torch.randn(1, links[0][1], device="cuda", generator=gen).half()
-            norm = (torch.rand(links[0][1], device="cuda", generator=gen).half() + 0.5,
-                    torch.randn(1, links[0][1], device="cuda", generator=gen).half())
+            links = chain_links(cname)
+            kinds = [kind for kind, _, _ in links]
+            ws = [packed_gpu(n, k, fmt, gen) for _, n, k in links]
+            outs = [torch.empty(1, n, dtype=torch.float16, device="cuda") for _, n, _ in links]
+            k0 = links[0][2]
+            x0 = torch.randn(1, k0, device="cuda", generator=gen).half()
+            norm = (torch.rand(k0, device="cuda", generator=gen).half() + 0.5,
+                    torch.randn(1, k0, device="cuda", generator=gen).half())
             moved = sum(w.nbytes + 2 * w.shape[0] + 2 * w.shape[1] for w in ws)
             for vname in args.variants.split(","):
                 shape = variant_shape(vname)
-                if kind == "plain" and shape is not None and shape not in cuda_ops.GEMV_M1_SHAPES:
+                if shape is not None and len(set(kinds)) > 1:
+                    print(f"skip {fmt} {cname} {vname}: a mixed chain runs each link's own choice (auto)")
+                    continue
+                if "plain" in kinds and shape is not None and shape not in cuda_ops.GEMV_M1_SHAPES:
                     print(f"skip {fmt} {cname} {vname}: no plain instance")
                     continue
-                if kind != "plain":
+                if {"rn", "glu"} & set(kinds):
                     if shape is not None and shape not in linear_fused_ops.NORM_SHAPES[fmt]:
                         print(f"skip {fmt} {cname} {vname}: no normed-input instance")
                         continue
                     linear_fused_ops.gemv_m1_shape = (lambda f, n, k, normed=False, s=shape: s) if shape else cuda_ops.gemv_m1_shape
-                err = rel_err(ws[0], x0, shape) if kind == "plain" else float("nan")
+                err = rel_err(ws[0], x0, shape) if kinds[0] == "plain" else float("nan")
                 for pdl in [p == "1" for p in args.pdl.split(",")]:
-                    t = time_graph(lambda: chain_once(ws, x0, outs, shape, kind, cname in CHAINS, norm), pdl,
+                    t = time_graph(lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm), pdl,
                                    args.replays)
                     rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
                                      median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))

@@ -17,7 +17,7 @@ if [ "${TESTS:-0}" = 1 ]; then
   tail -3 "$OUT/tests.txt"
 fi
 timeout ${CHAIN_S:-240} python3 tools/gpu/gemv_chain.py --formats "${FORMATS:-q4_0,q4_k}" \
-  --chains "${CHAINS:-4096x4096,14336x4096,4096x14336,rn:6144x4096,glu:28672x4096}" \
+  --chains "${CHAINS:-decode,4096x4096,4096x14336,rn:6144x4096,glu:28672x4096}" \
   --variants "${VARIANTS:-auto,r4u1k2n,r4u1k2,r4u2k2n,r4u1k1n,r4u2k1n}" --json "$OUT/chain.json" > "$OUT/chain.txt" 2>&1
 echo "rc=$?" >> "$OUT/chain.txt"
 if [ "${ALONE:-0}" = 1 ]; then

@@ -29,7 +29,7 @@ import statistics
 import torch
 
 from onecat.kernels import cuda_ops, driver, linear_fused_ops
-from onecat.kernels.bench import _subset, copy_bandwidth, packed_gpu
+from onecat.kernels.bench import _subset, copy_bandwidth, packed_gpu, time_graph
 
 LAYER = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate_up, down
 CHAINS = {  # name -> [(kind, N, K)]: plain GEMVs, or the normed-input kernels (rn, glu)
@@ -96,27 +96,15 @@ def rel_err(w, x, shape) -> float:
     return float((out[:, :256].double().cpu() - want).norm() / want.norm())
 
 
-def time_graph(run, pdl: bool, replays: int) -> list[float]:
+def time_chain(run, pdl: bool, replays: int) -> list[float]:
+    """bench.time_graph of one pass over the chain, with programmatic dependent launch on or off."""
     os.environ["ONECAT_PDL"] = "1" if pdl else "0"
-    driver.pdl_enabled.cache_clear()
-    run()  # builds the kernels outside the capture
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        run()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
-    torch.cuda._sleep(20_000_000)
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    os.environ.pop("ONECAT_PDL", None)
-    driver.pdl_enabled.cache_clear()
-    return [a.elapsed_time(b) * 1e3 for a, b in ev]
+    driver.pdl_enabled.cache_clear()  # read once per process otherwise
+    try:
+        return time_graph(run, replays)
+    finally:
+        os.environ.pop("ONECAT_PDL", None)
+        driver.pdl_enabled.cache_clear()
 
 
 def main() -> int:
@@ -157,7 +145,7 @@ def main() -> int:
                     linear_fused_ops.gemv_m1_shape = (lambda f, n, k, normed=False, s=shape: s) if shape else cuda_ops.gemv_m1_shape
                 err = rel_err(ws[0], x0, shape) if kinds[0] == "plain" else float("nan")
                 for pdl in [p == "1" for p in args.pdl.split(",")]:
-                    t = time_graph(lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm), pdl,
+                    t = time_chain(lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm), pdl,
                                    args.replays)
                     rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
                                      median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))

@@ -20,6 +20,7 @@ import torch
 
 from onecat.kernels import attention_ops, ops
 from onecat.kernels import reference as ref
+from onecat.kernels.bench import time_graph
 from onecat.kernels.inputs import paged_metadata
 
 LAYERS, REPLAYS = 30, 30
@@ -28,26 +29,7 @@ default_min_part = attention_ops.MIN_PART
 
 def graph_time(fn, n_calls: int) -> list[float]:
     """us per call: fn() makes n_calls calls; captured once in a graph, replayed REPLAYS times."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()  # warm-up: compiles, loads, allocates workspaces outside capture
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(REPLAYS)]
-    torch.cuda._sleep(20_000_000)
-    for a, b in ev:
-        a.record()
-        g.replay()
-        b.record()
-    torch.cuda.synchronize()
-    return [a.elapsed_time(b) * 1e3 / n_calls for a, b in ev]
+    return time_graph(fn, REPLAYS, n_calls)
 
 
 def attention_rows(min_parts: list[int], heads) -> list[dict]:

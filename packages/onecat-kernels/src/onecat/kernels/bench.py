@@ -56,6 +56,32 @@ def time_sets(fn: Callable[[int], object], nsets: int, iters: int, warmup: int =
     return [a.elapsed_time(b) * 1e3 for a, b in events]
 
 
+def time_graph(fn: Callable[[], object], replays: int = 30, n_calls: int = 1) -> list[float]:
+    """Device time (us) per call of fn()'s n_calls calls, captured once in a CUDA graph and replayed
+    `replays` times, one CUDA-event pair per replay behind a queued sleep: launches off the clock,
+    kernels back to back as a decode graph runs them (with programmatic dependent launch on sm_90)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm-up: compiles, loads, allocates workspaces outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    torch.cuda._sleep(20_000_000)
+    for a, b in ev:
+        a.record()
+        g.replay()
+        b.record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) * 1e3 / n_calls for a, b in ev]
+
+
 def copy_bandwidth(nbytes: int = 1 << 30, iters: int = 20) -> float:
     """Device-to-device copy, GB/s of bytes read + written."""
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()

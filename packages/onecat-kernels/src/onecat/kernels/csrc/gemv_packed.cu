@@ -247,44 +247,9 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
         for (int s = 0; s < 4; ++s)
           xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
-        float sx = 0.f;
-        if constexpr (SUMX) {
+        const float sx = SUMX ? chunk_x_sum(xv) : 0.f;
 #pragma unroll
-          for (int s = 0; s < 4; ++s) {  // fp16 sums of 4 pairs, then fp32 (as the M > 1 kernel)
-            const float2 f = __half22float2(__hadd2(__hadd2(xv[s].h2[0], xv[s].h2[1]), __hadd2(xv[s].h2[2], xv[s].h2[3])));
-            sx += f.x + f.y;
-          }
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float scale, scale1, coef;
-          __half2 nlo, nhi;
-          chunk_consts<F>(cur[u][r], c, scale, scale1, coef, nlo, nhi);
-          __half2 h0 = __float2half2_rn(0.f), h1 = h0;
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            __half2 wv[4];
-            dequant8<F>(cur[u][r], s, nlo, nhi, wv);
-            if constexpr (F == F_Q6_K) {  // words 0-1 and 2-3 have their own 16-weight scales
-              __half2& h = s < 2 ? h0 : h1;
-#pragma unroll
-              for (int i = 0; i < 4; ++i) h = __hfma2(wv[i], xv[s].h2[i], h);
-            } else {
-              h0 = __hfma2(wv[0], xv[s].h2[0], h0);
-              h1 = __hfma2(wv[1], xv[s].h2[1], h1);
-              h0 = __hfma2(wv[2], xv[s].h2[2], h0);
-              h1 = __hfma2(wv[3], xv[s].h2[3], h1);
-            }
-          }
-          if constexpr (F == F_Q6_K) {
-            const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-            acc[r] = fmaf(scale1, f1.x + f1.y, fmaf(scale, f0.x + f0.y, acc[r]));
-          } else {
-            const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
-            acc[r] = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc[r]);
-            if constexpr (SUMX) acc[r] = fmaf(coef, sx, acc[r]);
-          }
-        }
+        for (int r = 0; r < R; ++r) acc[r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[r]);
       }
     }
     if constexpr (PF) {

@@ -127,3 +127,45 @@ ONECAT_DEVICE void chunk_consts(const PChunk<F>& ck, int c, float& scale, float&
     nhi = __hadd2(nlo, h2c(60.f));                       // -(64 + z) / 16
   }
 }
+
+// M = 1: sum(x) of one chunk's 32 values (the min/offset term of q4_1 / q4_k): fp16 sums of 4 pairs,
+// then fp32 (as the M > 1 kernel).
+ONECAT_DEVICE float chunk_x_sum(const Half8 (&xv)[4]) {
+  float sx = 0.f;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const float2 f = __half22float2(__hadd2(__hadd2(xv[s].h2[0], xv[s].h2[1]), __hadd2(xv[s].h2[2], xv[s].h2[3])));
+    sx += f.x + f.y;
+  }
+  return sx;
+}
+
+// M = 1: acc + one chunk of one row . its 32 x values (xv; sx = chunk_x_sum where the format has an
+// offset): two fp16 chains of 8 HFMA2 (|w'| <= 1, so a chain stays below 16 max|x|: finite for
+// |x| < 4K), one convert, one FFMA with the fp32 scale (q6_k: each 16-weight half its own).
+template <int F>
+ONECAT_DEVICE float chunk_dot(const PChunk<F>& ck, int c, const Half8 (&xv)[4], float sx, float acc) {
+  float scale, scale1, coef;
+  __half2 nlo, nhi;
+  chunk_consts<F>(ck, c, scale, scale1, coef, nlo, nhi);
+  __half2 h0 = __float2half2_rn(0.f), h1 = h0;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    __half2 wv[4];
+    dequant8<F>(ck, s, nlo, nhi, wv);
+    if constexpr (F == F_Q6_K) {  // words 0-1 and 2-3 have their own 16-weight scales
+      __half2& h = s < 2 ? h0 : h1;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) h = __hfma2(wv[i], xv[s].h2[i], h);
+    } else {
+      h0 = __hfma2(wv[0], xv[s].h2[0], h0);
+      h1 = __hfma2(wv[1], xv[s].h2[1], h1);
+      h0 = __hfma2(wv[2], xv[s].h2[2], h0);
+      h1 = __hfma2(wv[3], xv[s].h2[3], h1);
+    }
+  }
+  const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+  if constexpr (F == F_Q6_K) return fmaf(scale1, f1.x + f1.y, fmaf(scale, f0.x + f0.y, acc));
+  acc = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc);
+  return (F == F_Q4_1 || F == F_Q4_K) ? fmaf(coef, sx, acc) : acc;
+}

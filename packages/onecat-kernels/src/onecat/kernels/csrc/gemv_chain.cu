@@ -50,7 +50,6 @@ ONECAT_DEVICE void grid_barrier(unsigned* bar) {
 
 template <int F, int R, int U>
 __device__ void gemv_chain(const ChainTask* __restrict__ tasks, int ntasks, unsigned* bar) {
-  constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U;
   const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
   const int worker = blockIdx.x * wpb + (threadIdx.x >> 5), nworkers = gridDim.x * wpb;
@@ -77,18 +76,10 @@ __device__ void gemv_chain(const ChainTask* __restrict__ tasks, int ntasks, unsi
       for (int r = 0; r < R; ++r) acc[r] = 0.f;
       for (int base = 0; base < nch; base += STEP) {
         if (base + STEP < nch) load(nxt, t, g, base + STEP);
+        rows_step<F, U, R>(cur, base, lane, nch, [&](int c, Half8(&xv)[4]) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int c = base + lane + 32 * u;
-          if (c < nch) {
-            Half8 xv[4];
-#pragma unroll
-            for (int s = 0; s < 4; ++s) xv[s].u = reinterpret_cast<const uint4*>(t.x)[c * 4 + s];
-            const float sx = SUMX ? chunk_x_sum(xv) : 0.f;
-#pragma unroll
-            for (int r = 0; r < R; ++r) acc[r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[r]);
-          }
-        }
+          for (int s = 0; s < 4; ++s) xv[s].u = reinterpret_cast<const uint4*>(t.x)[c * 4 + s];  // L1: see the rules
+        }, acc);
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll

@@ -59,12 +59,8 @@ def _plain(ws, x0, shape):
     """The same chain through gemv_rows kernels of `shape` (R, U, KS, SFX), one launch per link."""
     ys, x = [], x0
     for w in ws:
-        n, k = w.shape
-        out = torch.empty(1, n, dtype=torch.float16, device="cuda")
-        r, u, ks, sfx = shape
-        cuda_ops._launch(cuda_ops.gemv_m1_kernel(w.kind, r, u, ks, sfx), (-(-n // cuda_ops.gemv_m1_rows_per_block(r, ks, sfx)), 1, 1),
-                         (128, 1, 1), out.data_ptr(), x[:, :k].contiguous().data_ptr(), w.q.data_ptr(), cuda_ops._ptr(w.qh),
-                         w.meta.data_ptr(), 0, 1, n, k, w.group_size // 32, device=out.device)
+        out = torch.empty(1, w.shape[0], dtype=torch.float16, device="cuda")
+        cuda_ops.gemv_m1_launch(out, x[:, :w.shape[1]], w, shape)
         ys.append(out)
         x = out
     return ys

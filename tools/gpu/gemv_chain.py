@@ -32,7 +32,7 @@ import statistics
 import torch
 
 from onecat.kernels import cuda_ops, driver, gemv_chain_ops, linear_fused_ops
-from onecat.kernels.bench import _subset, copy_bandwidth, packed_gpu, time_graph
+from onecat.kernels.bench import copy_bandwidth, packed_gpu, time_graph
 
 LAYER = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate_up, down
 CHAINS = {  # name -> [(kind, N, K)]: plain GEMVs, or the normed-input kernels (rn, glu)
@@ -70,11 +70,7 @@ def chain_links(name: str) -> list[tuple[str, int, int]]:
 
 
 def launch(w, x, out, shape) -> None:
-    n, k = w.shape
-    r, u, ks, sfx = shape or cuda_ops.gemv_m1_shape(w.kind, n, k)
-    kern, rows = cuda_ops.gemv_m1_kernel(w.kind, r, u, ks, sfx), cuda_ops.gemv_m1_rows_per_block(r, ks, sfx)
-    cuda_ops._launch(kern, (-(-n // rows), 1, 1), (32 * cuda_ops.gemv_m1_warps(sfx), 1, 1), out.data_ptr(), x.data_ptr(), w.q.data_ptr(),
-                     cuda_ops._ptr(w.qh), w.meta.data_ptr(), 0, 1, n, k, w.group_size // 32, device=x.device)
+    cuda_ops.gemv_m1_launch(out, x, w, shape or cuda_ops.gemv_m1_shape(w.kind, *w.shape))
 
 
 def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
@@ -94,7 +90,7 @@ def rel_err(w, x, shape) -> float:
     """The first link's first 256 outputs against a float64 reference."""
     out = torch.empty(1, w.shape[0], dtype=torch.float16, device="cuda")
     launch(w, x, out, shape)
-    sub = _subset(w, 256)
+    sub = w.select_rows(slice(0, 256))
     want = x.double().cpu() @ sub.dequantize(torch.float64).cpu().t()
     return float((out[:, :256].double().cpu() - want).norm() / want.norm())
 
@@ -134,7 +130,7 @@ def persistent_rows(fmt, cname, links, ws, outs, x0, moved, shapes, replays) -> 
             exact = all(bool(((a == b) | (a.isnan() & b.isnan())).all()) for a, b in zip(outs, want))
         gemv_chain_ops.run_chain(tasks, fmt, (r, u))
         torch.cuda.synchronize()
-        sub = _subset(ws[0], 256)
+        sub = ws[0].select_rows(slice(0, 256))
         ref = x0[:, :ws[0].shape[1]].double().cpu() @ sub.dequantize(torch.float64).cpu().t()
         err = float((outs[0][:, :256].double().cpu() - ref).norm() / ref.norm())
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]

@@ -19,18 +19,15 @@ import statistics
 import torch
 
 from onecat.kernels import cuda_ops
-from onecat.kernels.bench import (GEMV_FORMATS, LLAMA3_8B_GEMV, ROTATE_BYTES, _subset, copy_bandwidth,
+from onecat.kernels.bench import (GEMV_FORMATS, LLAMA3_8B_GEMV, ROTATE_BYTES, copy_bandwidth,
                                   packed_gpu, time_sets)
 
 SMOLLM2_GEMV = [(960, 576), (3072, 576), (576, 576), (576, 1536), (49152, 576)]  # qkv, gate_up, o, down, LM head
 
 
-def run(w, x, kern, rows_per_block: int):
-    n, k = w.shape
-    out = torch.empty(1, n, dtype=torch.float16, device="cuda")
-    cuda_ops._launch(kern, (-(-n // rows_per_block), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),
-                     w.q.data_ptr(), cuda_ops._ptr(w.qh), w.meta.data_ptr(), 0, 1, n, k, w.group_size // 32,
-                     device=x.device)
+def run(w, x, shape):
+    out = torch.empty(1, w.shape[0], dtype=torch.float16, device="cuda")
+    cuda_ops.gemv_m1_launch(out, x, w, shape)
     return out
 
 
@@ -51,15 +48,14 @@ def main() -> int:
             nsets = max(1, min(32, math.ceil(ROTATE_BYTES / first.nbytes)))
             ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
             xs = [torch.randn(1, k, device="cuda", generator=gen).half() for _ in range(nsets)]
-            sub = _subset(ws[0], min(n, 256))
+            sub = ws[0].select_rows(slice(0, 256))
             want = xs[0].double().cpu() @ sub.dequantize(torch.float64).cpu().t()
-            for r, u, ks, sfx in cuda_ops.GEMV_M1_SHAPES:
-                kern = cuda_ops.gemv_m1_kernel(fmt, r, u, ks, sfx)
-                rpb = cuda_ops.gemv_m1_rows_per_block(r, ks)
-                y = run(ws[0], xs[0], kern, rpb)
+            for shape in cuda_ops.GEMV_M1_SHAPES:
+                r, u, ks, sfx = shape
+                y = run(ws[0], xs[0], shape)
                 got = y[:, :sub.shape[0]].double().cpu()
                 err = float((got - want).norm() / want.norm())
-                t = time_sets(lambda i: run(ws[i], xs[i], kern, rpb), nsets, args.iters)
+                t = time_sets(lambda i: run(ws[i], xs[i], shape), nsets, args.iters)
                 moved = first.nbytes + 2 * k + 2 * n
                 rows.append(dict(format=fmt, n=n, k=k, r=r, u=u, variant=f"r{r}u{u}k{ks}{sfx}", median_us=statistics.median(t), min_us=min(t),
                                  max_us=max(t), bytes=moved, rel_err=err, finite=bool(torch.isfinite(y).all())))

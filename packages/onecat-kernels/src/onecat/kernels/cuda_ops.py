@@ -230,10 +230,10 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
     # K-warp idle (SmolLM2's 576 x 1536 down: 48 chunks)
     long_rows = k >= 4096
     if fmt == "q6_k":
-        if n >= 65536 and long_rows and not normed:  # the LM head: 113 -> 106 us (128256 x 4096)
-            return (4, 2, 2, "n")
-        if normed or n >= 65536 or not long_rows:
+        if normed or not long_rows:
             return (2, 1, 1, "")
+        if n >= 65536:  # the LM head: 113 -> 106 us (128256 x 4096)
+            return (4, 2, 2, "n")
         return (4, 1, 2, "") if k >= 8192 else (4, 1, 2, "n")
     if fmt == "q4_k":
         if normed:
@@ -241,10 +241,9 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
         if n <= 8192 and long_rows:
             return (4, 1, 2, "")
         return (4, 1, 1, "n") if n >= 65536 else (4, 1, 1, "")
-    if normed:  # q4_0, q4_1, awq (8- and 16-warp instances: q4_0's)
-        if fmt != "q4_0":
-            return (4, 1, 2, "n") if n <= 8192 else (4, 1, 1, "n")
-        return (4, 1, 2, "nw8") if n <= 8192 else (4, 1, 1, "nw8")
+    if normed:  # q4_0, q4_1, awq (8-warp instances: q4_0's)
+        sfx = "nw8" if fmt == "q4_0" else "n"
+        return (4, 1, 2, sfx) if n <= 8192 else (4, 1, 1, sfx)
     if n <= 8192:
         return (4, 2, 2, "n") if long_rows else (4, 1, 2, "n")
     return (4, 1, 1, "n")
@@ -254,13 +253,22 @@ def gemv_m1_kernel(fmt: str, r: int, u: int, ks: int = 1, sfx: str = "") -> Kern
     return Kernel("gemv_packed.cu", f"gemv_r_{fmt}_r{r}u{u}k{ks}{sfx}", "ppppppiiii", pdl=True)
 
 
-def gemv_m1_warps(sfx: str) -> int:
-    """Warps per block of an M = 1 kernel: 4, or 8 for the "...w8" instances."""
-    return 8 if sfx.endswith("w8") else 4
+def gemv_m1_dims(n_out: int, shape: tuple[int, int, int, str], rows_per_out: int = 1):
+    """(grid, block) of an M = 1 kernel of `shape` (R, U, KS, SFX) writing n_out outputs, each from
+    `rows_per_out` weight rows (2 with the GLU): a warp owns R weight rows, KS warps of a block share
+    them, and a block has 8 warps in the "...w8" instances, 4 in the others."""
+    r, _, ks, sfx = shape
+    warps = 8 if sfx.endswith("w8") else 4
+    return (-(-n_out // (r * (warps // ks) // rows_per_out)), 1, 1), (32 * warps, 1, 1)
 
 
-def gemv_m1_rows_per_block(r: int, ks: int, sfx: str = "") -> int:
-    return r * (gemv_m1_warps(sfx) // ks)
+def gemv_m1_launch(out, x, weight: PackedWeight, shape: tuple[int, int, int, str], bias=None) -> None:
+    """One launch of the plain M = 1 kernel of `shape` (one of GEMV_M1_SHAPES): out[1, N] = x[1, K] W^T
+    (+ bias)."""
+    n, k = weight.shape
+    _launch(_GEMV_M1[(weight.kind, tuple(shape))], *gemv_m1_dims(n, shape), out.data_ptr(), x.data_ptr(),
+            weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), 1, n, k,
+            weight.group_size // 32, device=x.device)
 
 
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
@@ -368,13 +376,11 @@ def linear_packed(x, weight: PackedWeight, bias=None):
     if m:
         mt = next(v for v in _PMT if v >= m)
         if mt == 1:
-            shape = gemv_m1_shape(weight.kind, n, k)
-            kern, rows = _GEMV_M1[(weight.kind, shape)], gemv_m1_rows_per_block(shape[0], shape[2], shape[3])
+            gemv_m1_launch(out, x, weight, gemv_m1_shape(weight.kind, n, k), bias)
         else:
-            kern, rows = _GEMV_PACKED[(weight.kind, mt)], _PR[mt]
-        _launch(kern, (-(-n // rows), 1, 1), (128, 1, 1), out.data_ptr(), x.data_ptr(),
-                weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
-                weight.group_size // 32, device=x.device)
+            _launch(_GEMV_PACKED[(weight.kind, mt)], (-(-n // _PR[mt]), 1, 1), (128, 1, 1), out.data_ptr(),
+                    x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
+                    weight.group_size // 32, device=x.device)
     return out
 
 

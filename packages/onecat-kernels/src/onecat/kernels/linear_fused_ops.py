@@ -20,8 +20,7 @@ rotary_and_cache):
 from __future__ import annotations
 
 from . import cuda_ops
-from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_rows_per_block, gemv_m1_shape,
-                       gemv_m1_warps)
+from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
@@ -90,8 +89,7 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    blocks = -(-(n // rows_per_out) // (gemv_m1_rows_per_block(shape[0], shape[2], shape[3]) // rows_per_out))
-    cuda_ops._launch(kernels[(weight.kind, shape)], (blocks, 1, 1), (32 * gemv_m1_warps(shape[3]), 1, 1),
+    cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
                      _ptr(res_out) if residual is not None else 0, float(eps), *extra, device=x.device, smem=k * 2)

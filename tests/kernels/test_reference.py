@@ -280,6 +280,23 @@ def test_packed_awq_bit_exact():
         assert torch.equal(pack_awq(qw, qz, s, 128).dequantize(), want)
 
 
+@pytest.mark.parametrize("kind", ["gguf_q4_0", "q4_1", "q6_k", "awq"])
+def test_select_rows_and_embedding_rows(kind):
+    """PackedWeight / GGUFWeight.select_rows (a slice or int64 ids, repeats allowed) decode to the
+    whole matrix's rows; the embedding reference is those rows in the asked dtype."""
+    from onecat.kernels.weights import random_packed
+    gen = torch.Generator().manual_seed(5)
+    w = GGUFWeight.random(40, 256, kind[5:], gen) if kind.startswith("gguf_") else random_packed(40, 256, kind, gen)
+    full = w.dequantize()
+    ids = torch.tensor([39, 0, 7, 7])
+    assert w.select_rows(slice(3, 20)).shape == (17, 256)
+    assert torch.equal(w.select_rows(slice(3, 20)).dequantize(), full[3:20])
+    assert torch.equal(w.select_rows(ids).dequantize(), full[ids])
+    assert torch.equal(ref.embedding(w, ids, torch.float16), full[ids].half())
+    with pytest.raises(TypeError, match="cannot select rows"):
+        ref.embedding(object(), ids, torch.float16)
+
+
 def test_packed_nibble_layout_magic():
     """The word layout the kernels rely on: (v & 0x000F000F) | 0x64006400 = fp16 (1024 + q0, 1024 + q1)."""
     from onecat.kernels.weights import _pack_nibbles

@@ -20,7 +20,7 @@ import time
 import torch
 
 from onecat.kernels import cuda_ops, ops
-from onecat.kernels.bench import ROTATE_BYTES, _subset, packed_gpu, time_sets
+from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
 
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate+up, down
 SPLITS = (1, 2, 4, 8)
@@ -60,7 +60,7 @@ def main() -> int:
             first = packed_gpu(n, k, fmt, gen)
             nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
             ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
-            sub = _subset(first, min(n, 256))
+            sub = first.select_rows(slice(0, 256))
             wsub = sub.dequantize(torch.float64)
             for m in ms:
                 xs = [torch.randn(m, k, device="cuda", generator=gen).half() for _ in range(nsets)]

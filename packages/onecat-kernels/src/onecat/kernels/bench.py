@@ -280,12 +280,6 @@ def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator):
     return PackedWeight(kind, (n, k), q.contiguous(), meta.contiguous(), qh, g)
 
 
-def _subset(w, rows: int):
-    from .weights import PackedWeight
-    return PackedWeight(w.kind, (rows, w.shape[1]), w.q[:rows], w.meta[:rows],
-                        None if w.qh is None else w.qh[:rows], w.group_size)
-
-
 def time_stream(fn: Callable[[int], object], nsets: int, calls: int = 20, reps: int = 5) -> list[float]:
     """Per-call device time (us) of `calls` back-to-back launches (one event pair around them)."""
     for i in range(3):
@@ -327,7 +321,7 @@ def gemv_bench(iters: int, formats, shapes, ms, out_json: str = "") -> str:
                 # correctness: poisoned output, first 256 rows against the float64 reference
                 with cuda_ops.poison_outputs():
                     y = ops.linear(xs[0], ws[0])
-                sub = _subset(ws[0], min(n, 256))
+                sub = ws[0].select_rows(slice(0, 256))
                 want = xs[0].double().cpu() @ sub.dequantize(torch.float64).cpu().t()
                 got = y[:, :sub.shape[0]].double().cpu()
                 err = float((got - want).norm() / want.norm().clamp_min(1e-30))

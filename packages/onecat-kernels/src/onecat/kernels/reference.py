@@ -135,27 +135,14 @@ def _linear_row_chunks(x: torch.Tensor, weight, bias: torch.Tensor | None) -> to
 
 def embedding(weight, ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Rows `ids` (int64 [T]) of an embedding table [N, K], in `dtype`: a dense tensor's rows, or a
-    quantized table's rows decoded (its `select_rows(ids)` when it has one, else the rows of a
-    kernels PackedWeight / GGUFWeight) with the format's own float32 arithmetic, rounded once."""
+    quantized table's rows (its `select_rows(ids)`: onecat.quant's weights and this package's
+    PackedWeight / GGUFWeight) decoded with the format's own float32 arithmetic, rounded once."""
     if isinstance(weight, torch.Tensor):
         return weight.index_select(0, ids).to(dtype)
-    select = getattr(weight, "select_rows", None)
-    rows = select(ids) if select is not None else _quantized_rows(weight, ids)
+    if not hasattr(weight, "select_rows"):
+        raise TypeError(f"cannot select rows of a {type(weight).__name__}")
+    rows = weight.select_rows(ids)
     return rows.to(dtype) if isinstance(rows, torch.Tensor) else rows.dequantize(dtype)
-
-
-def _quantized_rows(weight, ids: torch.Tensor):
-    """PackedWeight / GGUFWeight: every plane is row-major over N, so rows select directly."""
-    from .weights import GGUFWeight, PackedWeight
-
-    if isinstance(weight, GGUFWeight):
-        raw = weight.raw.index_select(0, ids)
-        return GGUFWeight(raw, weight.ggml_type, (raw.shape[0], weight.shape[1]))
-    if isinstance(weight, PackedWeight):
-        sel = lambda t: None if t is None else t.index_select(0, ids)  # noqa: E731
-        return PackedWeight(weight.kind, (len(ids), weight.shape[1]), sel(weight.q), sel(weight.meta),
-                            sel(weight.qh), weight.group_size)
-    raise TypeError(f"cannot select rows of a {type(weight).__name__}")
 
 
 def argmax(logits: torch.Tensor) -> torch.Tensor:

@@ -167,6 +167,11 @@ class GGUFWeight:
     def clone(self) -> "GGUFWeight":
         return GGUFWeight(self.raw.clone(), self.ggml_type, self.shape)
 
+    def select_rows(self, rows) -> "GGUFWeight":
+        """The output rows `rows` (a slice, or int64 ids): the block bytes are row-major over N."""
+        raw = self.raw[rows]
+        return GGUFWeight(raw, self.ggml_type, (raw.shape[0], self.shape[1]))
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """[N, K] weights in `dtype` (computed in float32)."""
         n, k = self.shape
@@ -282,6 +287,12 @@ class PackedWeight:
     def clone(self) -> "PackedWeight":
         return PackedWeight(self.kind, self.shape, self.q.clone(), self.meta.clone(),
                             None if self.qh is None else self.qh.clone(), self.group_size)
+
+    def select_rows(self, rows) -> "PackedWeight":
+        """The output rows `rows` (a slice, or int64 ids): every plane is row-major over N."""
+        q = self.q[rows]
+        return PackedWeight(self.kind, (q.shape[0], self.shape[1]), q, self.meta[rows],
+                            None if self.qh is None else self.qh[rows], self.group_size)
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """[N, K] in `dtype`, float32 arithmetic of the original format (bit-exact with its decode)."""

@@ -436,6 +436,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
+    if m * k >= 1 << 31:  # the kernel offsets x in int32
+        raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
     out = _empty((*x.shape[:-1], n), x.dtype, x.device)
     if m:
         steps = -(-k // GEMM_BK)
@@ -445,7 +447,11 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
         ws = cnt = None
         if splits > 1:  # FP32 partials per split, one arrival counter per output tile
             ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
-            cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
+            # the shared zeroed counters (the tile's last block re-arms its counter), so no memset
+            # kernel runs per launch; a fresh zeroed array under a capture that outgrew them
+            cnt = split_counters(x.device, gx * gy)
+            if cnt is None:
+                cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
         _launch(_GEMM[(weight.kind, tile)], (gx, gy, splits), (128, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, device=x.device)
@@ -471,7 +477,7 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
                 key.stride(0), value.stride(0), row, device=key.device)
 
 
-# -- counters of the last-block merges (split argmax, fused split-KV attention) ------------------
+# -- counters of the last-block merges (split argmax, fused split-KV attention, split-K GEMM) -----
 COUNTERS_MIN = 4096  # int32 counters allocated at least (16 KB)
 
 
@@ -479,8 +485,9 @@ COUNTERS_MIN = 4096  # int32 counters allocated at least (16 KB)
 def _counter_arrays(device: torch.device) -> list[torch.Tensor]:
     """The int32 counter arrays of the last-block merges on one device, newest last. Invariant: every
     counter is 0 before and after each launch that uses it (the last block of each group re-arms its
-    counter: csrc/attention_flash.cuh flash_split_merge, csrc/argmax.cu), so one array serves every
-    launch issued in order on one stream, CUDA graph replays included, whichever kernel it is.
+    counter: csrc/attention_flash.cuh flash_split_merge, csrc/argmax.cu, csrc/gemm_packed.cu's split-K
+    merge), so one array serves every launch issued in order on one stream, CUDA graph replays
+    included, whichever kernel it is.
     Launches that could run concurrently (on other streams) must not share it. Arrays are never
     freed: a graph captured with an older, smaller one keeps its address valid."""
     return []

@@ -25,6 +25,17 @@ ONECAT_DEVICE void pdl_launch_dependents() {
 #endif
 }
 
+// A pointer (or int) the compiler must keep in a register as computed: it cannot rebuild it from
+// the kernel's parameters inside a loop (NVRTC re-derives cheap-looking addresses per iteration
+// otherwise, which costs a K loop more instructions than the registers it saves).
+template <class T>
+ONECAT_DEVICE void pin_pointer(T*& p) {
+  unsigned long long v = reinterpret_cast<unsigned long long>(p);
+  asm volatile("" : "+l"(v));
+  p = reinterpret_cast<T*>(v);
+}
+ONECAT_DEVICE void pin_int(int& v) { asm volatile("" : "+r"(v)); }
+
 // 8 halves moved as one 128-bit access (LDG.E.128 / STG.E.128).
 union Half8 {
   uint4 u;

@@ -16,8 +16,15 @@
 //    would use (q4_0 / q8_0 / awq: one HMUL2 by the fp16-exact scale, the correctly rounded product;
 //    q4_1 / q4_k / q6_k: FP32 fma(scale, w, coef), then rounded), stored as 4 x 16 B into the W tile.
 //    m32 / m64 double-buffer shared memory (one barrier per step); m128 (27 KB per stage) has one
-//    stage and two barriers. Rows of x >= M and chunks >= K/32 are zero-filled; W rows >= N are
-//    clamped (their outputs are not written); fragments whose 16 rows all lie past M are skipped.
+//    stage and two barriers. The K loop has no bounds branches: rows of x >= M and W rows >= N
+//    are clamped to the last one (their outputs are not written), x columns >= K clamped into the
+//    row, and chunks >= K/32 loaded from the last chunk and dequantized with zero scales (exact
+//    zeros); m64 / m128 skip fragments whose 16 rows all lie past M. Each thread's plane pointers,
+//    x offsets and shared-memory offsets are computed once and pinned (common.cuh pin_pointer):
+//    NVRTC otherwise re-derived them from threadIdx and the parameters in every K-step (sm_90 SASS
+//    of the q4_0 m32 loop: 551 -> ~380 instructions per two steps). m32 tiles hold two k16 slices'
+//    fragments (the next one's loaded before this one's MMAs); without that the 72-register m32
+//    loop serialized each MMA behind its LDSM (ncu: short-scoreboard stalls 2 -> 8 per issue).
 //  * Shared layouts padded to 72 halves per row: the 16-byte stores of a quarter warp (4 W rows x 2
 //    chunks, or one x row) and the wmma fragment loads hit distinct banks.
 //  * Split-K (gridDim.z = S > 1, when N / 64 x M tiles would leave SMs idle): split z runs K-steps
@@ -28,14 +35,16 @@
 #include "wmma.cuh"
 
 // The 32 fp16 weights of chunk c (in order) as 4 x 16 bytes: the rounding of the exact value.
+// `valid` false: 32 zeros (a chunk past K, loaded from a clamped index: its scale words zeroed).
 template <int F>
-ONECAT_DEVICE void dequant_chunk(const PChunk<F>& ck, int c, uint4 (&o)[4]) {
+ONECAT_DEVICE void dequant_chunk(const PChunk<F>& ck, int c, uint4 (&o)[4], bool valid = true) {
   // q4_0 / q8_0 / awq: scale (16 d, 128 d, 16 s) is exact in fp16 and wv is exact, so one HMUL2
   // rounds the exact product once (bit-identical to the fp32 path; |scale| must stay < 65504).
   constexpr bool HALF = F == F_Q4_0 || F == F_Q8_0 || F == F_AWQ;
   float scale, scale1, coef;
   __half2 nlo, nhi;
   chunk_consts<F>(ck, c, scale, scale1, coef, nlo, nhi);
+  if (!valid) scale = scale1 = coef = 0.f;  // finite planes x 0: exact zeros
   const __half2 hs = __float2half2_rn(scale);
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
@@ -112,48 +121,71 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   const int nch = K >> 5, nsteps = (nch + 1) >> 1;
   const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
   const int wr = t >> 1, wj = t & 1;  // this thread's W rows (wr + 64 j) and chunk of every step
-  i64 wrow[WPT];
+  const unsigned char *rq[WPT], *rqh[WPT], *rmeta[WPT];  // their planes (row offsets applied once)
 #pragma unroll
-  for (int j = 0; j < WPT; ++j) wrow[j] = (i64)min(n0 + wr + j * (GM_THREADS / 2), N - 1);
-  bool live[FM];  // fragments with at least one row < M
+  for (int j = 0; j < WPT; ++j)
+  {
+    row_planes<F>(q, qh, meta, (i64)min(n0 + wr + j * (GM_THREADS / 2), N - 1), nch, gchunks, rq[j], rqh[j], rmeta[j]);
+    pin_pointer(rq[j]);
+    pin_pointer(rmeta[j]);
+    if constexpr (F == F_Q6_K) pin_pointer(rqh[j]);
+  }
+  // This thread's x pieces: row m0 + (idx >> 3), columns (idx & 7) * 8 of each step. Rows past M
+  // read row M - 1 (they only feed accumulator rows that are never written) and columns past K are
+  // clamped into the row (they meet the zeroed weights of chunks >= K / 32): no branch in the loop.
+  int xo[XV], xcap[XV];  // element offset of a piece in x (M * K < 2^31: the host checks), its last one in-row
 #pragma unroll
-  for (int fm = 0; fm < FM; ++fm) live[fm] = m0 + wm * WTM + fm * 16 < M;
+  for (int i = 0; i < XV; ++i) {
+    const int idx = t + i * GM_THREADS;
+    xo[i] = min(m0 + (idx >> 3), M - 1) * K + (idx & 7) * 8;
+    xcap[i] = K - 8 - (idx & 7) * 8;
+    pin_int(xo[i]);
+  }
+  // Shared-memory offsets (halves, stage 0) of this thread's stores and this warp's fragments,
+  // pinned: NVRTC would rebuild them from threadIdx every step.
+  int xs_st[XV], ws_st[WPT];
+#pragma unroll
+  for (int i = 0; i < XV; ++i) {
+    const int idx = t + i * GM_THREADS;
+    xs_st[i] = (idx >> 3) * GM_LD + (idx & 7) * 8;
+    pin_int(xs_st[i]);
+  }
+#pragma unroll
+  for (int j = 0; j < WPT; ++j) {
+    ws_st[j] = (BM + wr + j * (GM_THREADS / 2)) * GM_LD + wj * 32;
+    pin_int(ws_st[j]);
+  }
+  int a_ld = wm * WTM * GM_LD, b_ld = (BM + wn * WTN) * GM_LD;
+  pin_int(a_ld);
+  pin_int(b_ld);
+  // Fragments with at least one row < M: m64 / m128 skip the others. A fragment past M would only
+  // multiply row M - 1's copies into outputs that are never written, so the 32-row tiles (decode)
+  // multiply all: the warp-uniform branch cost their loop its hoisted shared-memory addresses.
+  bool live[FM];
+#pragma unroll
+  for (int fm = 0; fm < FM; ++fm) live[fm] = BM <= 32 || m0 + wm * WTM + fm * 16 < M;
 
   struct Regs {  // one K-step's global data of this thread, in flight in registers
     PChunk<F> ck[WPT];
     uint4 xr[XV];
   };
   auto fetch = [&](Regs& r, int st) {  // packed W chunks and x pieces of step st -> registers
-    const int c = 2 * st + wj;
-    if (c < nch) {
+    const int c = min(2 * st + wj, nch - 1);  // past the last chunk: loaded, then zeroed by stash
 #pragma unroll
-      for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], q, qh, meta, wrow[j], c, nch, gchunks);
-    }
+    for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], rq[j], rqh[j], rmeta[j], 0, c, nch, gchunks);
 #pragma unroll
-    for (int i = 0; i < XV; ++i) {
-      const int idx = t + i * GM_THREADS, m = m0 + (idx >> 3), k = st * GM_BK + (idx & 7) * 8;
-      r.xr[i] = (m < M && k < K) ? __ldg(reinterpret_cast<const uint4*>(x + (i64)m * K + k)) : make_uint4(0, 0, 0, 0);
-    }
+    for (int i = 0; i < XV; ++i)
+      r.xr[i] = __ldg(reinterpret_cast<const uint4*>(x + xo[i] + min(st * GM_BK, xcap[i])));
   };
   auto stash = [&](const Regs& r, int st, int buf) {  // registers -> shared: x as is, W dequantized
-    __half* xs = sh + buf * SM::STAGE;
-    __half* wsm = xs + BM * GM_LD;
 #pragma unroll
-    for (int i = 0; i < XV; ++i) {
-      const int idx = t + i * GM_THREADS;
-      *reinterpret_cast<uint4*>(xs + (idx >> 3) * GM_LD + (idx & 7) * 8) = r.xr[i];
-    }
+    for (int i = 0; i < XV; ++i) *reinterpret_cast<uint4*>(sh + xs_st[i] + buf * SM::STAGE) = r.xr[i];
     const int c = 2 * st + wj;
 #pragma unroll
     for (int j = 0; j < WPT; ++j) {
       uint4 o[4];
-      if (c < nch) {
-        dequant_chunk<F>(r.ck[j], c, o);
-      } else {
-#pragma unroll
-        for (int s = 0; s < 4; ++s) o[s] = make_uint4(0, 0, 0, 0);
-      }
-      uint4* dst = reinterpret_cast<uint4*>(wsm + (wr + j * (GM_THREADS / 2)) * GM_LD + wj * 32);
+      dequant_chunk<F>(r.ck[j], c, o, c < nch);
+      uint4* dst = reinterpret_cast<uint4*>(sh + ws_st[j] + buf * SM::STAGE);
 #pragma unroll
       for (int s = 0; s < 4; ++s) dst[s] = o[s];
     }
@@ -166,30 +198,48 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
     for (int fn = 0; fn < FN; ++fn)
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[fm][fn].r[i] = 0.f;
+  auto load_frags = [&](int buf, int kk, FragAB (&a)[FM], FragAB (&b)[FN]) {
+#pragma unroll
+    for (int fn = 0; fn < FN; ++fn)
+      wmma_load_b_col_shared(b[fn], sh + b_ld + buf * SM::STAGE + fn * 16 * GM_LD + kk * 16, GM_LD);
+#pragma unroll
+    for (int fm = 0; fm < FM; ++fm)
+      if (live[fm]) wmma_load_a_row_shared(a[fm], sh + a_ld + buf * SM::STAGE + fm * 16 * GM_LD + kk * 16, GM_LD);
+  };
+  auto mma_frags = [&](const FragAB (&a)[FM], const FragAB (&b)[FN]) {
+#pragma unroll
+    for (int fm = 0; fm < FM; ++fm)
+      if (live[fm])  // warp-uniform
+#pragma unroll
+        for (int fn = 0; fn < FN; ++fn) wmma_mma(acc[fm][fn], a[fm], b[fn]);
+  };
+  // The step's four k16 slices. Small warp tiles (m32: 3 fragments) hold two slices' fragments, the
+  // next slice's loaded before this one's MMAs (each MMA otherwise waits on its own LDSM); larger
+  // ones load and multiply slice by slice (their registers are spoken for).
+  constexpr bool FRAG_PF = FM + FN <= 3;
   auto mma = [&](int buf) {
-    const __half* xs = sh + buf * SM::STAGE;
-    const __half* wsm = xs + BM * GM_LD;
+    if constexpr (FRAG_PF) {
+      FragAB a[2][FM], b[2][FN];
+      load_frags(buf, 0, a[0], b[0]);
 #pragma unroll
-    for (int kk = 0; kk < GM_BK / 16; ++kk) {
-      FragAB b[FN];
+      for (int kk = 0; kk < GM_BK / 16; ++kk) {
+        if (kk + 1 < GM_BK / 16) load_frags(buf, kk + 1, a[(kk + 1) & 1], b[(kk + 1) & 1]);
+        mma_frags(a[kk & 1], b[kk & 1]);
+      }
+    } else {
 #pragma unroll
-      for (int fn = 0; fn < FN; ++fn)
-        wmma_load_b_col_shared(b[fn], wsm + (wn * WTN + fn * 16) * GM_LD + kk * 16, GM_LD);
-#pragma unroll
-      for (int fm = 0; fm < FM; ++fm) {
-        if (live[fm]) {  // warp-uniform
-          FragAB a;
-          wmma_load_a_row_shared(a, xs + (wm * WTM + fm * 16) * GM_LD + kk * 16, GM_LD);
-#pragma unroll
-          for (int fn = 0; fn < FN; ++fn) wmma_mma(acc[fm][fn], a, b[fn]);
-        }
+      for (int kk = 0; kk < GM_BK / 16; ++kk) {
+        FragAB a[FM], b[FN];
+        load_frags(buf, kk, a, b);
+        mma_frags(a, b);
       }
     }
   };
   // One K-step: fetch step st + PD into `inc`, multiply step st, stash step st + 1 (held in `hold`
   // when PD = 2: two register sets alternate, so two steps of loads are in flight).
-  auto step = [&](int st, Regs& hold, Regs& inc) {
-    const int buf = STAGES == 2 ? (st - s_begin) & 1 : 0;
+  // `parity`: (st - s_begin) & 1, a constant in the two-step loop (the stages' addresses fold).
+  auto step = [&](int st, Regs& hold, Regs& inc, int parity) {
+    const int buf = STAGES == 2 ? parity : 0;
     if (st + PD < s_end) fetch(inc, st + PD);
     mma(buf);
     if (STAGES == 1) __syncthreads();  // one stage: everyone is done reading it
@@ -202,11 +252,11 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   if (PD == 2 && s_begin + 1 < s_end) fetch(ra, s_begin + 1);
   __syncthreads();
   if constexpr (PD == 1) {
-    for (int st = s_begin; st < s_end; ++st) step(st, ra, ra);
+    for (int st = s_begin; st < s_end; ++st) step(st, ra, ra, (st - s_begin) & 1);
   } else {
     for (int st = s_begin; st < s_end; st += 2) {
-      step(st, ra, rb);
-      if (st + 1 < s_end) step(st + 1, rb, ra);
+      step(st, ra, rb, 0);
+      if (st + 1 < s_end) step(st + 1, rb, ra, 1);
     }
   }
 

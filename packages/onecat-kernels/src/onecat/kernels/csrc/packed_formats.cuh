@@ -88,6 +88,23 @@ ONECAT_DEVICE void load_chunk(PChunk<F>& ck, const unsigned char* __restrict__ q
     ck.meta = __ldg(reinterpret_cast<const uint4*>(meta) + row * (nch >> 3) + (c >> 3));
 }
 
+// The planes of one row, so that load_chunk<F>(ck, rq, rqh, rmeta, 0, c, nch, gchunks) loads chunk c
+// of that row with no per-load row arithmetic (the GEMM keeps each thread's W rows over its K walk):
+// load_chunk's offsets at chunk 0, in bytes (its row terms; load_chunk itself stays as the GEMV
+// kernels were tuned with, whose SASS an equivalent rewrite of it changes).
+template <int F>
+ONECAT_DEVICE void row_planes(const unsigned char* q, const unsigned char* qh, const unsigned char* meta, i64 row,
+                              int nch, int gchunks, const unsigned char*& rq, const unsigned char*& rqh,
+                              const unsigned char*& rmeta) {
+  rq = q + row * nch * (F == F_Q8_0 ? 32 : 16);
+  rqh = F == F_Q6_K ? qh + row * nch * 8 : qh;
+  const i64 mb = F == F_Q4_0 || F == F_Q8_0 ? row * nch * 2
+               : F == F_Q4_1 || F == F_Q6_K ? row * nch * 4
+               : F == F_AWQ                  ? row * (nch / gchunks) * 4
+                                             : row * (nch >> 3) * 16;
+  rmeta = meta + mb;
+}
+
 // Per chunk and row: fp32 scale(s) (the 1/16, 1/128, 1/64 of dequant8 folded in), the min/offset
 // coefficient of sum(x), and the fp16 zero terms of dequant8. c: the chunk index (q4_k: c & 7).
 template <int F>

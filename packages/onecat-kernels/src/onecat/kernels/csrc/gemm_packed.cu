@@ -316,13 +316,29 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = 0.f;
-    for (int z = 0; z < S; ++z) {  // fixed order: the result does not depend on arrival order
-      const float* src = ws + z * MN + (i64)gm * N + gn;
+    // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
+    // issued before their adds (one L2 round trip per ZB splits, not one per split).
+    constexpr int ZB = 8;
+    for (int z0 = 0; z0 < S; z0 += ZB) {
       if ((N & 7) == 0) {
-        const float4 lo = __ldcg(reinterpret_cast<const float4*>(src));
-        const float4 hi = __ldcg(reinterpret_cast<const float4*>(src) + 1);
-        v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w; v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-      } else {
+        float4 lo[ZB], hi[ZB];
+#pragma unroll
+        for (int u = 0; u < ZB; ++u)
+          if (z0 + u < S) {
+            const float4* src = reinterpret_cast<const float4*>(ws + (z0 + u) * MN + (i64)gm * N + gn);
+            lo[u] = __ldcg(src);
+            hi[u] = __ldcg(src + 1);
+          }
+#pragma unroll
+        for (int u = 0; u < ZB; ++u)
+          if (z0 + u < S) {
+            v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
+            v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
+          }
+        continue;
+      }
+      for (int z = z0; z < min(S, z0 + ZB); ++z) {
+        const float* src = ws + z * MN + (i64)gm * N + gn;
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           if (gn + e < N) v[e] += __ldcg(src + e);

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, gemv_chain_ops, linear_fused_ops,
-                            rotary_cache_ops, sampling_ops)
+from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, linear_fused_ops, rotary_cache_ops,
+                            sampling_ops)
 from onecat.kernels.driver import Kernel
 
-MODULES = (cuda_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops, embedding_ops,
-           gemv_chain_ops)  # hold Kernels
+MODULES = (cuda_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops, embedding_ops)  # hold Kernels
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._PREFILL.values()]}
@@ -36,7 +35,6 @@ VECTORIZED |= {cuda_ops.gemv_m1_kernel(f, *s).name for f in cuda_ops.PACKED_FORM
 VECTORIZED |= {k.name for k in [*linear_fused_ops._PLAIN.values(), *linear_fused_ops._GLU.values(),
                                   *linear_fused_ops._ROPE.values()]}
 VECTORIZED |= {"sample_f16_v8", "sample_f32_v4", "rotary_cache_neox_v8", "rotary_cache_gptj_v8"} | GEMM
-VECTORIZED |= {k.name for k in gemv_chain_ops._CHAIN.values()}
 
 
 def _tool(name: str) -> Path:

@@ -17,9 +17,8 @@ normed-input kernels (gate_up with the GLU), the order the decode step runs them
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
 matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
---persistent r4u1,r2u2: each plain chain also as one cooperative launch of csrc/gemv_chain.cu (all
-links, a grid-wide barrier between them, the next link's weights requested before it; rows "P:...",
-"exact" where it equals the graphed gemv_rows chain of the same rows per warp bit for bit).
+(A one-launch persistent chain with grid barriers was timed here in s10 and lost to the graphed
+chain at every grid size: benchmarks/results/h200-2026-11-30-s10; removed, kernel at c6f95c8.)
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import statistics
 
 import torch
 
-from onecat.kernels import cuda_ops, driver, gemv_chain_ops, linear_fused_ops
+from onecat.kernels import cuda_ops, driver, linear_fused_ops
 from onecat.kernels.bench import copy_bandwidth, packed_gpu, time_graph
 
 LAYER = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate_up, down
@@ -106,46 +105,6 @@ def time_chain(run, pdl: bool, replays: int) -> list[float]:
         driver.pdl_enabled.cache_clear()
 
 
-def persistent_rows(fmt, cname, links, ws, outs, x0, moved, shapes, replays) -> list[dict]:
-    """The same plain chain in one cooperative launch (gemv_chain_ops), per persistent shape r<R>u<U>:
-    timed with one event pair per launch; rel err of the first link against float64; `exact`: every
-    link equal (NaN = NaN) to the graphed chain of gemv_r_<fmt>_r<R>u1k1 where U = 1."""
-    if any(kind != "plain" for kind, _, _ in links):
-        print(f"skip {fmt} {cname} persistent: plain links only")
-        return []
-    chained = cname in CHAINS
-    tasks = gemv_chain_ops.pack_tasks([(out, outs[i - 1] if chained and i else x0, w)
-                                       for i, (out, w) in enumerate(zip(outs, ws))])
-    rows = []
-    for name in shapes:
-        r, u = (int(v) for v in name.removeprefix("r").split("u"))
-        if (fmt, (r, u)) not in gemv_chain_ops._CHAIN:
-            print(f"skip {fmt} {cname} persistent {name}: no instance")
-            continue
-        exact = None
-        if u == 1 and (r, 1, 1, "") in cuda_ops.GEMV_M1_SHAPES:
-            chain_once(ws, ["plain"] * len(ws), x0, outs, (r, 1, 1, ""), chained)
-            want = [o.clone() for o in outs]
-            gemv_chain_ops.run_chain(tasks, fmt, (r, u))
-            exact = all(bool(((a == b) | (a.isnan() & b.isnan())).all()) for a, b in zip(outs, want))
-        gemv_chain_ops.run_chain(tasks, fmt, (r, u))
-        torch.cuda.synchronize()
-        sub = ws[0].select_rows(slice(0, 256))
-        ref = x0[:, :ws[0].shape[1]].double().cpu() @ sub.dequantize(torch.float64).cpu().t()
-        err = float((outs[0][:, :256].double().cpu() - ref).norm() / ref.norm())
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
-        torch.cuda._sleep(20_000_000)
-        for a, b in ev:
-            a.record()
-            gemv_chain_ops.run_chain(tasks, fmt, (r, u))
-            b.record()
-        torch.cuda.synchronize()
-        t = [a.elapsed_time(b) * 1e3 for a, b in ev]
-        rows.append(dict(format=fmt, chain=cname, links=len(links), variant=f"P:{name}", pdl=None, bytes=moved,
-                         median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err, exact=exact))
-    return rows
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--formats", default="q4_0,q4_k,awq")
@@ -153,7 +112,6 @@ def main() -> int:
     ap.add_argument("--variants", default="auto")
     ap.add_argument("--pdl", default="1,0")
     ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--persistent", default="", help="also one cooperative launch per chain: r4u1,r2u2,...")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     gen = torch.Generator("cuda").manual_seed(0)
@@ -190,9 +148,6 @@ def main() -> int:
                     rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
                                      median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))
             linear_fused_ops.gemv_m1_shape = cuda_ops.gemv_m1_shape
-            if args.persistent:
-                rows += persistent_rows(fmt, cname, links, ws, outs, x0, moved, args.persistent.split(","),
-                                        args.replays)
             del ws, outs
             torch.cuda.empty_cache()
     copy1 = copy_bandwidth()
@@ -206,12 +161,11 @@ def main() -> int:
     for row in rows:
         row["gbps"] = row["bytes"] / row["median_us"] / 1e3
         row["frac_copy"] = row["gbps"] / copy
-        pdl = "-" if row["pdl"] is None else int(row["pdl"])
-        exact = {None: "", True: " exact", False: " DIFFERS"}[row.get("exact")]
+        pdl = int(row["pdl"])
         print(f"{row['format']:<6} {row['chain']:<15} {row['links']:>5} {row['variant']:>8} {pdl:>3} "
               f"{row['bytes'] / 1e6:>7.1f} {row['median_us']:>8.1f} {row['min_us']:>8.1f} {row['max_us']:>8.1f} "
               f"{row['median_us'] / row['links']:>7.2f} {row['gbps']:>6.0f} {100 * row['frac_copy']:>5.1f}% "
-              f"{row['rel_err']:>8.1e}{exact}")
+              f"{row['rel_err']:>8.1e}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"copy_gbps": copy, "gpu": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)

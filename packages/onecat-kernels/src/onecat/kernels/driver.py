@@ -19,7 +19,6 @@ import torch
 from . import build
 
 _SLOT = {"p": "Q", "i": "i4x", "I": "I4x", "q": "q", "f": "f4x"}  # 8-byte slot per argument
-CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
@@ -106,16 +105,12 @@ class Kernel:
     p pointer (tensor or int address, 0 for null), i int32, I uint32, q int64, f float32.
     `pdl`: the kernel follows common.cuh's programmatic-dependent-launch rule (reads nothing a
     kernel writes before pdl_wait()); on sm_90+ it is launched with the attribute that lets it start
-    while the previous kernel finishes (pdl_enabled). `cooperative`: launched as a cooperative grid
-    (every block resident at once, or the launch fails), for kernels with grid-wide barriers."""
+    while the previous kernel finishes (pdl_enabled)."""
 
-    def __init__(self, source: str, name: str, signature: str, pdl: bool = False, cooperative: bool = False):
-        if pdl and cooperative:
-            raise ValueError(f"{name}: a kernel is launched either with PDL or cooperatively")
-        self.source, self.name, self.signature, self.pdl, self.cooperative = source, name, signature, pdl, cooperative
-        if pdl or cooperative:  # cuLaunchKernelEx's config, its one attribute kept alive beside it
-            self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_COOPERATIVE if cooperative
-                                          else CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    def __init__(self, source: str, name: str, signature: str, pdl: bool = False):
+        self.source, self.name, self.signature, self.pdl = source, name, signature, pdl
+        if pdl:  # cuLaunchKernelEx's config, its one attribute kept alive beside it
+            self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
             self._config = _LaunchConfig(attrs=ctypes.pointer(self._attr), num_attrs=1)
         self._fmt = "<" + "".join(_SLOT[c] for c in signature)
         self._buf = (ctypes.c_uint64 * max(1, len(signature)))()
@@ -139,7 +134,7 @@ class Kernel:
         fn = self.function(dev)
         struct.pack_into(self._fmt, self._buf, 0, *args)
         stream = torch.cuda.current_stream(dev).cuda_stream
-        if self.cooperative or (self.pdl and pdl_enabled(dev)):
+        if self.pdl and pdl_enabled(dev):
             c = self._config
             c.grid[0], c.grid[1], c.grid[2] = grid
             c.block[0], c.block[1], c.block[2] = block

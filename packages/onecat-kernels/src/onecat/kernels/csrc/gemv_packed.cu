@@ -239,8 +239,6 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   if (!LOAD_FIRST) load(cur, 32 * U * kw);
   for (int base = 32 * U * kw; base < nch; base += STEP) {
     if (PF && base + STEP < nch && !(NEXT_FIRST && base == 32 * U * kw)) load(nxt, base + STEP);
-    // packed_formats.cuh's rows_step, written out: calling it changes 8 of these kernels' register
-    // allocation (sm_70 and sm_90 SASS, s9), to be switched only with an H200 timing
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + lane + 32 * u;

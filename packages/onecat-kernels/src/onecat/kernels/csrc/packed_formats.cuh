@@ -186,20 +186,3 @@ ONECAT_DEVICE float chunk_dot(const PChunk<F>& ck, int c, const Half8 (&xv)[4], 
   acc = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc);
   return (F == F_Q4_1 || F == F_Q4_K) ? fmaf(coef, sx, acc) : acc;
 }
-
-// M = 1: one step of a warp's K walk over R rows: the lane's U chunks c = base + lane + 32 u (those
-// below nch) against x's chunk c (xload(c, xv) fills its 32 values), accumulated into acc[r].
-template <int F, int U, int R, class XLoad>
-ONECAT_DEVICE void rows_step(const PChunk<F> (&cur)[U][R], int base, int lane, int nch, XLoad xload, float (&acc)[R]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int c = base + lane + 32 * u;
-    if (c < nch) {
-      Half8 xv[4];
-      xload(c, xv);
-      const float sx = (F == F_Q4_1 || F == F_Q4_K) ? chunk_x_sum(xv) : 0.f;
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[r]);
-    }
-  }
-}

@@ -223,7 +223,7 @@ def test_every_tile_and_split(kind):
         x, w, b = _inputs(kind, m, n, k, True, SEED + m)
         ref = _ref(x, w, b)
         for tile in cuda_ops.GEMM_TILES:
-            for splits in (1, 2, 3, 8):
+            for splits in (1, 2, 3, 8, 12):  # 12: 10 / 12 splits of 2 steps, the merge's second batch of 8
                 with cuda_ops.poison_outputs():
                     got = cuda_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)

@@ -23,7 +23,7 @@ from onecat.kernels import cuda_ops, ops
 from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
 
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate+up, down
-SPLITS = (1, 2, 4, 8)
+SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
 
 
 def variants(m: int):

@@ -138,6 +138,39 @@ def test_recording_lists_what_a_block_selected_cached_or_not(reg):
     assert outer == [a, b]  # closed blocks record nothing more
 
 
+def test_keyed_selection_is_the_problems_and_follows_configuration(reg):
+    """select_keyed (ops._dispatch's fast path) returns select()'s Selection for the problem it was
+    first built for, records hits, and is cleared with the cache by configure() / register()."""
+    built = []
+
+    def make():
+        built.append(1)
+        return prob("sm80", k=64)
+
+    first = reg.select_keyed(("gemv", "sm80", 64), make)
+    with reg.recording() as used:
+        again = reg.select_keyed(("gemv", "sm80", 64), make)
+    assert first is again is reg.select(prob("sm80", k=64)) and used == [again] and len(built) == 1
+    reg.configure(pins={"gemv": "volta"})
+    assert reg.select_keyed(("gemv", "sm80", 64), make).provider.name == "volta" and len(built) == 2
+    reg.register(Provider("volta", "gemv", lambda x: x, supports=lambda p: ["replaced"]))
+    with pytest.raises(AdmissionError, match="pinned provider 'volta' refused: replaced"):
+        reg.select_keyed(("gemv", "sm80", 64), make)
+
+
+def test_dispatch_key_selects_what_the_problem_selects():
+    """ops._dispatch keys its cache by the call's facts: every call shape (rows, dtype, alignment) gets
+    the Selection made for its own Problem, never another shape's."""
+    from onecat.kernels.weights import random_packed
+    w = random_packed(64, 256, "q4_0", torch.Generator().manual_seed(0))
+    unaligned = torch.zeros(3 * 256 + 1, dtype=torch.float16)[1:].view(3, 256)  # data_ptr % 16 != 0
+    for x in (torch.zeros(3, 256, dtype=torch.float16), torch.zeros(40, 256, dtype=torch.float16),
+              torch.zeros(3, 256), unaligned, torch.zeros(3, 256, dtype=torch.float16)):
+        with ops.registry.recording() as used:
+            ops.linear(x, w)
+        assert [s.problem for s in used] == [ops.problem("linear", x, w)]
+
+
 def test_cache_and_declaration_errors(reg):
     p = prob("sm80", k=64)
     assert reg.select(p) is reg.select(p) and reg.selections() == [reg.select(p)]

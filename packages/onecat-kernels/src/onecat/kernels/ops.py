@@ -200,7 +200,12 @@ def problem(op: str, *args, **kwargs) -> Problem:
 
 
 def _dispatch(op: str, *args):
-    return registry.select(problem(op, *args)).provider.fn(*args)
+    x, params = _PARAMS[op](*args)
+    dev = x.device
+    capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    sel = registry.select_keyed((op, dev, x.dtype, capturing, *params.items()),
+                                lambda: problem_for(op, x, **params))
+    return sel.provider.fn(*args)
 
 
 # -- the ops (signatures are the contract with model code) ---------------------------------------

@@ -124,6 +124,7 @@ class KernelRegistry:
         self.pins: dict[str, str] = {}
         self.disabled: set[str] = set()
         self._cache: dict[Problem, Selection] = {}
+        self._keyed: dict[tuple, Selection] = {}  # select_keyed's: call-shape key -> the same Selection
         self._lock = threading.Lock()
         self._recording: list[list[Selection]] = []  # open recording() blocks
 
@@ -139,7 +140,7 @@ class KernelRegistry:
         if provider.op not in self.ops:
             raise KeyError(f"provider {provider.name!r} registers for unknown op {provider.op!r}")
         self.providers[provider.op][provider.name] = provider
-        self._cache.clear()
+        self.clear_cache()
         return provider
 
     # -- configuration -----------------------------------------------------------------------
@@ -156,7 +157,7 @@ class KernelRegistry:
                                      f"(known: {', '.join(sorted(self.providers[op]))})")
             self.pins[op] = name
         self.disabled = set(disabled or ())
-        self._cache.clear()
+        self.clear_cache()
 
     def is_disabled(self, name: str) -> bool:
         """Disabled by configure() or by the environment ($ONECAT_DISABLED_PROVIDERS, read when a
@@ -181,6 +182,21 @@ class KernelRegistry:
             with self._lock:
                 sel = self._select(problem)
                 self._cache[problem] = sel
+        for used in self._recording:
+            used.append(sel)
+        return sel
+
+    def select_keyed(self, key: tuple, make_problem: Callable[[], Problem]) -> Selection:
+        """select(make_problem()), cached under `key`: a tuple the caller derives from the same facts
+        as the Problem (ops._dispatch: op, device, dtype, capture flag, the params as given), so a
+        call shape seen before skips building, sorting and hashing its Problem (the per-call host
+        cost of eager prefill). Recordings see every selection, as with select()."""
+        sel = self._keyed.get(key)
+        if sel is None:
+            sel = self.select(make_problem())
+            with self._lock:
+                self._keyed[key] = sel
+            return sel
         for used in self._recording:
             used.append(sel)
         return sel
@@ -235,6 +251,7 @@ class KernelRegistry:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._keyed.clear()
 
 
 def format_admission(selections: list[Selection]) -> str:

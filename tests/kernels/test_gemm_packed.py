@@ -124,7 +124,7 @@ def test_gemm_shape():
                 assert m <= {"m32": 32, "m64": 128, "m128": 1 << 30, "m32w": 32, "m64w": 64}[tile], (m, tile)
                 assert (tile != "m128" or m > 64) and tile.endswith("w") == (m <= 64 and n >= 16384), (m, n, tile)
                 assert 1 <= s <= 8 and (s == 1 or -(-k // cuda_ops.GEMM_BK) >= 4 * s), (m, n, k, s)
-                bm, bn, _ = cuda_ops.GEMM_TILES[tile]
+                bm, bn = cuda_ops.GEMM_TILES[tile][:2]
                 assert s == 1 or s * -(-n // bn) * -(-m // bm) <= sms * (res or cuda_ops.GEMM_V100_RESIDENT)[tile]
     assert cuda_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, cuda_ops.GEMM_V100_RESIDENT)
 
@@ -135,7 +135,8 @@ def launches(monkeypatch):
 
     def fake_launch(kernel, grid, block, *args, device):
         assert isinstance(kernel, Kernel)
-        assert 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535 and block == (128, 1, 1)
+        assert 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535
+        assert block == (256 if kernel.name.endswith("_m32t") else 128, 1, 1), kernel.name
         assert len(args) == len(kernel.signature), kernel.name
         struct.pack_into(kernel._fmt, kernel._buf, 0, *args)
         calls.append((kernel.name, grid, args))
@@ -154,7 +155,7 @@ def test_wrapper_launch(launches, small, kind, m, n, k, bias):
     assert out.shape == (m, n) and out.dtype == torch.float16
     (name, grid, args), = launches
     tile, splits = cuda_ops.gemm_shape(m, n, k, 80)  # a CPU tensor stands for a V100
-    bm, bn, _ = cuda_ops.GEMM_TILES[tile]
+    bm, bn = cuda_ops.GEMM_TILES[tile][:2]
     assert name == f"gemm_p_{kind}_{tile}" and grid[:2] == (-(-n // bn), -(-m // bm))
     steps, per = -(-k // 64), args[-1]
     assert grid[2] == -(-steps // per) and (grid[2] - 1) * per < steps <= grid[2] * per
@@ -168,6 +169,15 @@ def test_forced_split_is_clamped(launches, small):
     cuda_ops.gemm_launch(x, small["q8_0"], None, "m32", 3)  # 4 K-steps, 3 asked: 2 of 2 steps
     assert [(c[1][2], c[2][-1]) for c in launches] == [(4, 1), (2, 2)]
     assert launches[1][1][1] == 2  # 40 rows in m32 tiles
+
+
+def test_eight_warp_tile_launch(launches, small):
+    """m32t: 256 threads and K-steps of 128 (4 of them at K = 512: 3 splits asked, 2 of 2 steps)."""
+    cuda_ops.gemm_launch(torch.zeros(20, 256, dtype=torch.float16), small["q4_0"], None, "m32t", 1)
+    cuda_ops.gemm_launch(torch.zeros(20, 512, dtype=torch.float16), random_packed(80, 512, "q4_0",
+                         torch.Generator().manual_seed(3)), None, "m32t", 3)
+    assert [(c[0], c[1], c[2][-1]) for c in launches] == [("gemm_p_q4_0_m32t", (2, 1, 1), 2),
+                                                          ("gemm_p_q4_0_m32t", (2, 1, 2), 2)]
 
 
 # -- GPU ---------------------------------------------------------------------------------------------

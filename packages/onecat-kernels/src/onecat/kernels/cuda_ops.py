@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+from typing import NamedTuple
 
 import torch
 
@@ -274,16 +275,27 @@ def gemv_m1_launch(out, x, weight: PackedWeight, shape: tuple[int, int, int, str
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
                 for f in PACKED_FORMATS for mt in _PMT if mt > 1}
 _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
-# M > 16 on packed weights (csrc/gemm_packed.cu): tile name -> (BM rows of x, BN features, smem stages)
-GEMM_TILES = {"m32": (32, 64, 2), "m64": (64, 64, 2), "m128": (128, 64, 1),
+class GemmTile(NamedTuple):
+    """One packed-GEMM tile of csrc/gemm_packed.cu (its GEMM_PACKED_ALL line)."""
+    bm: int  # rows of x per block
+    bn: int  # output features per block
+    stages: int  # shared-memory stages
+    bk: int = 64  # K per step (two 32-weight chunks per W row; 128: four)
+    threads: int = 128  # 4 warps (2 x 2); 256: 8 warps (2 x 4)
+
+
+# M > 16 on packed weights (csrc/gemm_packed.cu)
+GEMM_TILES = {"m32": GemmTile(32, 64, 2), "m64": GemmTile(64, 64, 2), "m128": GemmTile(128, 64, 1),
               # wide tiles (128 features: warp tiles of 16 x 64, a quarter fewer shared-memory bytes
               # per MAC): gemm_shape picks them for decode batches on matrices of >= WIDE_MIN_N rows
-              "m32w": (32, 128, 2), "m64w": (64, 128, 1)}
+              "m32w": GemmTile(32, 128, 2), "m64w": GemmTile(64, 128, 1),
+              # m32 in 8 warps, K-steps of 128: an experiment (gemm_bench times it; not picked)
+              "m32t": GemmTile(32, 64, 1, 128, 256)}
 # The H200 timed the wide tiles 3-9% faster than m32 / m64 on llama3-8b's 28672 x 4096 gate_up (q4_0,
 # q4_k; M = 32, 64), and no better at N = 4096 / 6144 / 14336, where their halved tile count leaves
 # slots empty (benchmarks/results/h200-2026-11-29-s5/gemm-wide-tiles.txt)
 WIDE_MIN_N = 16384
-GEMM_BK = 64  # K per step (two 32-weight chunks)
+GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
@@ -386,7 +398,7 @@ def linear_packed(x, weight: PackedWeight, bias=None):
 
 # Blocks of each GEMM tile resident per SM on a V100 (96 KB shared memory, 64K registers): the
 # assumption for host-side tests on fake devices; a real GPU is asked (cuOccupancy...).
-GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2}
+GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2, "m32t": 2}
 
 
 @functools.lru_cache(maxsize=None)
@@ -401,7 +413,8 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = _GEMM[(kind, tile)].function(idx)  # compiles / loads the module once
-            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, 128, 0)
+            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn,
+                                                                       GEMM_TILES[tile].threads, 0)
         resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT[tile]
     return sms, resident
 
@@ -426,7 +439,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
         tile = "m128"
     if m <= 64 and n >= WIDE_MIN_N:
         tile += "w"
-    blocks = -(-n // GEMM_TILES[tile][1]) * -(-m // GEMM_TILES[tile][0])
+    blocks = -(-n // GEMM_TILES[tile].bn) * -(-m // GEMM_TILES[tile].bm)
     steps = -(-k // GEMM_BK)
     splits = max(1, min(8, steps // 4, sms * res[tile] // blocks))
     return tile, splits
@@ -440,10 +453,11 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
     out = _empty((*x.shape[:-1], n), x.dtype, x.device)
     if m:
-        steps = -(-k // GEMM_BK)
+        t = GEMM_TILES[tile]
+        steps = -(-k // t.bk)
         per = -(-steps // max(1, min(splits, steps)))
         splits = -(-steps // per)
-        gx, gy = -(-n // GEMM_TILES[tile][1]), -(-m // GEMM_TILES[tile][0])
+        gx, gy = -(-n // t.bn), -(-m // t.bm)
         ws = cnt = None
         if splits > 1:  # FP32 partials per split, one arrival counter per output tile
             ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
@@ -452,7 +466,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        _launch(_GEMM[(weight.kind, tile)], (gx, gy, splits), (128, 1, 1), out.data_ptr(), x.data_ptr(),
+        _launch(_GEMM[(weight.kind, tile)], (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, device=x.device)
     return out

@@ -7,7 +7,8 @@
 //  * Tiling: 128 threads (2 x 2 warps), a block owns BM rows of x x BN = 64 output features and walks
 //    K in steps of BK = 64 (two 32-weight chunks per W row). Three shapes (cuda_ops.gemm_shape picks):
 //    m32 (BM 32, M <= 32), m64 (BM 64), m128 (BM 128, prefill: W is dequantized once per 128 rows).
-//    Warp tile (BM / 2) x 32: FM x 2 accumulator fragments.
+//    Warp tile (BM / 2) x 32: FM x 2 accumulator fragments. m32w / m64w: BN = 128. m32t: 256 threads
+//    (2 x 4 warps) and BK = 128, an experiment (GEMM_PACKED_ALL).
 //  * Per K-step every thread owns one (row, chunk) of the W tile: its packed bytes for the NEXT step
 //    (16 B of nibbles / 32 B int8, + q6_k high bits, + scale words) and BM / 16 x 16-byte pieces of
 //    the next x tile are loaded into registers while the current step's tiles are multiplied from
@@ -66,11 +67,12 @@ ONECAT_DEVICE void dequant_chunk(const PChunk<F>& ck, int c, uint4 (&o)[4], bool
 }
 
 // ---- the GEMM -----------------------------------------------------------------------------------
-constexpr int GM_THREADS = 128, GM_BK = 64, GM_LD = GM_BK + 8;  // halves per padded smem row
-
-template <int BM, int BN, int STAGES>
+// Padded shared rows: BK + 8 halves (a stride of 4 banks mod 32: the quarter-warp 16-byte stores and
+// the fragment loads hit distinct banks).
+template <int BM, int BN, int STAGES, int BK>
 struct GemmSmem {
-  static constexpr int STAGE = (BM + BN) * GM_LD;  // halves: x tile [BM][LD], then W tile [BN][LD]
+  static constexpr int LD = BK + 8;
+  static constexpr int STAGE = (BM + BN) * LD;     // halves: x tile [BM][LD], then W tile [BN][LD]
   static constexpr int C_LD = BN + 4;              // fp32 output staging [BM][C_LD] (reuses the stages)
   static constexpr int AB = STAGES * STAGE * 2, C = BM * C_LD * 4;
   static constexpr int BYTES = AB > C ? AB : C;
@@ -98,47 +100,51 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
   }
 }
 
-template <int F, int BM, int BN, int STAGES, int PD>
+// WARPS_M x WARPS_N warps; K-steps of BK (64: two 32-weight chunks per W row, 128: four).
+template <int F, int BM, int BN, int STAGES, int PD, int WARPS_M, int WARPS_N, int BK>
 __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__ x,
                             const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                             float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
                             int gchunks, int steps_per_split) {
-  constexpr int WPT = BN * GM_BK / 32 / GM_THREADS;  // W chunks per thread and K-step (BN 64: 1, 128: 2)
-  static_assert(WPT * GM_THREADS * 32 == BN * GM_BK && (WPT == 1 || WPT == 2), "whole W chunks per thread");
-  static_assert(BM % 32 == 0 && BN % 32 == 0, "2 x 2 warps, warp tiles of 16-row / 16-column fragments");
-  static_assert(PD == 1 || PD == 2, "register prefetch depth in K-steps");
-  using SM = GemmSmem<BM, BN, STAGES>;
-  constexpr int WTM = BM / 2, WTN = BN / 2, FM = WTM / 16, FN = WTN / 16;
-  constexpr int XV = BM * GM_BK / 8 / GM_THREADS;  // 16-byte pieces of x per thread and step
+  constexpr int THREADS = 32 * WARPS_M * WARPS_N, CPR = BK / 32, PPR = BK / 8;  // chunks / x pieces per row and step
+  constexpr int WPT = BN * BK / 32 / THREADS;  // W chunks per thread and K-step (1 or 2)
+  static_assert(WPT * THREADS * 32 == BN * BK && (WPT == 1 || WPT == 2), "whole W chunks per thread");
+  static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tiles of 16-row / 16-column fragments");
+  static_assert((BK == 64 || BK == 128) && (PD == 1 || PD == 2), "K-step of 2 or 4 chunks; prefetch depth 1 or 2");
+  using SM = GemmSmem<BM, BN, STAGES, BK>;
+  constexpr int GM_LD = SM::LD;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 16;
+  constexpr int XV = BM * BK / 8 / THREADS;  // 16-byte pieces of x per thread and step
   constexpr int NV = BN / 8;                       // 8-column groups of an output row
   __shared__ __align__(128) unsigned char smem[SM::BYTES];
   __shared__ unsigned last_block;
   __half* sh = reinterpret_cast<__half*>(smem);
 
-  const int t = threadIdx.x, warp = t >> 5, wm = warp >> 1, wn = warp & 1;
+  const int t = threadIdx.x, warp = t >> 5, wm = (unsigned)warp / WARPS_N, wn = (unsigned)warp % WARPS_N;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-  const int nch = K >> 5, nsteps = (nch + 1) >> 1;
+  const int nch = K >> 5, nsteps = (unsigned)(nch + CPR - 1) / CPR;
   const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
-  const int wr = t >> 1, wj = t & 1;  // this thread's W rows (wr + 64 j) and chunk of every step
+  // this thread's W rows (wr + THREADS / CPR j) and chunk of every step (unsigned: shifts, masks)
+  const int wr = (unsigned)t / CPR, wj = (unsigned)t % CPR;
   const unsigned char *rq[WPT], *rqh[WPT], *rmeta[WPT];  // their planes (row offsets applied once)
 #pragma unroll
   for (int j = 0; j < WPT; ++j)
   {
-    row_planes<F>(q, qh, meta, (i64)min(n0 + wr + j * (GM_THREADS / 2), N - 1), nch, gchunks, rq[j], rqh[j], rmeta[j]);
+    row_planes<F>(q, qh, meta, (i64)min(n0 + wr + j * (THREADS / CPR), N - 1), nch, gchunks, rq[j], rqh[j], rmeta[j]);
     pin_pointer(rq[j]);
     pin_pointer(rmeta[j]);
     if constexpr (F == F_Q6_K) pin_pointer(rqh[j]);
   }
-  // This thread's x pieces: row m0 + (idx >> 3), columns (idx & 7) * 8 of each step. Rows past M
+  // This thread's x pieces: row m0 + idx / PPR, columns (idx % PPR) * 8 of each step. Rows past M
   // read row M - 1 (they only feed accumulator rows that are never written) and columns past K are
   // clamped into the row (they meet the zeroed weights of chunks >= K / 32): no branch in the loop.
   int xo[XV], xcap[XV];  // element offset of a piece in x (M * K < 2^31: the host checks), its last one in-row
 #pragma unroll
   for (int i = 0; i < XV; ++i) {
-    const int idx = t + i * GM_THREADS;
-    xo[i] = min(m0 + (idx >> 3), M - 1) * K + (idx & 7) * 8;
-    xcap[i] = K - 8 - (idx & 7) * 8;
+    const int idx = t + i * THREADS;
+    xo[i] = min(m0 + (int)((unsigned)idx / PPR), M - 1) * K + (int)((unsigned)idx % PPR) * 8;
+    xcap[i] = K - 8 - (int)((unsigned)idx % PPR) * 8;
     pin_int(xo[i]);
   }
   // Shared-memory offsets (halves, stage 0) of this thread's stores and this warp's fragments,
@@ -146,13 +152,13 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   int xs_st[XV], ws_st[WPT];
 #pragma unroll
   for (int i = 0; i < XV; ++i) {
-    const int idx = t + i * GM_THREADS;
-    xs_st[i] = (idx >> 3) * GM_LD + (idx & 7) * 8;
+    const int idx = t + i * THREADS;
+    xs_st[i] = (int)((unsigned)idx / PPR) * GM_LD + (int)((unsigned)idx % PPR) * 8;
     pin_int(xs_st[i]);
   }
 #pragma unroll
   for (int j = 0; j < WPT; ++j) {
-    ws_st[j] = (BM + wr + j * (GM_THREADS / 2)) * GM_LD + wj * 32;
+    ws_st[j] = (BM + wr + j * (THREADS / CPR)) * GM_LD + wj * 32;
     pin_int(ws_st[j]);
   }
   int a_ld = wm * WTM * GM_LD, b_ld = (BM + wn * WTN) * GM_LD;
@@ -170,17 +176,17 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
     uint4 xr[XV];
   };
   auto fetch = [&](Regs& r, int st) {  // packed W chunks and x pieces of step st -> registers
-    const int c = min(2 * st + wj, nch - 1);  // past the last chunk: loaded, then zeroed by stash
+    const int c = min(CPR * st + wj, nch - 1);  // past the last chunk: loaded, then zeroed by stash
 #pragma unroll
     for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], rq[j], rqh[j], rmeta[j], 0, c, nch, gchunks);
 #pragma unroll
     for (int i = 0; i < XV; ++i)
-      r.xr[i] = __ldg(reinterpret_cast<const uint4*>(x + xo[i] + min(st * GM_BK, xcap[i])));
+      r.xr[i] = __ldg(reinterpret_cast<const uint4*>(x + xo[i] + min(st * BK, xcap[i])));
   };
   auto stash = [&](const Regs& r, int st, int buf) {  // registers -> shared: x as is, W dequantized
 #pragma unroll
     for (int i = 0; i < XV; ++i) *reinterpret_cast<uint4*>(sh + xs_st[i] + buf * SM::STAGE) = r.xr[i];
-    const int c = 2 * st + wj;
+    const int c = CPR * st + wj;
 #pragma unroll
     for (int j = 0; j < WPT; ++j) {
       uint4 o[4];
@@ -222,13 +228,13 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
       FragAB a[2][FM], b[2][FN];
       load_frags(buf, 0, a[0], b[0]);
 #pragma unroll
-      for (int kk = 0; kk < GM_BK / 16; ++kk) {
-        if (kk + 1 < GM_BK / 16) load_frags(buf, kk + 1, a[(kk + 1) & 1], b[(kk + 1) & 1]);
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        if (kk + 1 < BK / 16) load_frags(buf, kk + 1, a[(kk + 1) & 1], b[(kk + 1) & 1]);
         mma_frags(a[kk & 1], b[kk & 1]);
       }
     } else {
 #pragma unroll
-      for (int kk = 0; kk < GM_BK / 16; ++kk) {
+      for (int kk = 0; kk < BK / 16; ++kk) {
         FragAB a[FM], b[FN];
         load_frags(buf, kk, a, b);
         mma_frags(a, b);
@@ -271,7 +277,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   __syncthreads();
   const int S = gridDim.z;
   if (S == 1) {
-    for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+    for (int idx = t; idx < BM * NV; idx += THREADS) {
       const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
       if (gm >= M || gn >= N) continue;
       float v[8];
@@ -285,7 +291,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
   const i64 MN = (i64)M * N;
   float* part = ws + blockIdx.z * MN;
-  for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+  for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
     if (gm >= M || gn >= N) continue;
     const float* src = cs + ml * SM::C_LD + (idx % NV) * 8;
@@ -310,7 +316,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  for (int idx = t; idx < BM * NV; idx += GM_THREADS) {
+  for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
     if (gm >= M || gn >= N) continue;
     float v[8];
@@ -348,20 +354,27 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   }
 }
 
-// gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (cuda_ops.GEMM_TILES).
-#define GEMM_PACKED(NAME, F, TILE, BM, BN, ST, PD)                                                        \
-  extern "C" __global__ void __launch_bounds__(128) gemm_p_##NAME##_##TILE(                         \
+// gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (cuda_ops.GEMM_TILES: BM, BN,
+// stages, BK, threads); WM x WN warps.
+#define GEMM_PACKED(NAME, F, TILE, BM, BN, ST, PD, WM, WN, BK)                                          \
+  extern "C" __global__ void __launch_bounds__(32 * WM * WN) gemm_p_##NAME##_##TILE(                 \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                 \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,    \
       int K, int gchunks, int steps_per_split) {                                                      \
-    gemm_packed<F, BM, BN, ST, PD>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, steps_per_split); \
+    gemm_packed<F, BM, BN, ST, PD, WM, WN, BK>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, \
+                                               steps_per_split);                                      \
   }
-#define GEMM_PACKED_ALL(NAME, F)             \
-  GEMM_PACKED(NAME, F, m32, 32, 64, 2, 2)    \
-  GEMM_PACKED(NAME, F, m64, 64, 64, 2, 2)    \
-  GEMM_PACKED(NAME, F, m128, 128, 64, 1, 1)  \
-  GEMM_PACKED(NAME, F, m32w, 32, 128, 2, 2)  \
-  GEMM_PACKED(NAME, F, m64w, 64, 128, 1, 2)
+// m32t: the m32 tile in 8 warps (2 x 4, one 16 x 16 fragment each) walking K in steps of 128, one
+// chunk per thread as in m32, one stage (two stages of 128-wide steps exceed 48 KB of static shared
+// memory): twice the warps per block to hide the K walk's latency. An experiment for the
+// latency-bound batched-decode GEMM (gemm_shape does not pick it; gemm_bench times it).
+#define GEMM_PACKED_ALL(NAME, F)                        \
+  GEMM_PACKED(NAME, F, m32, 32, 64, 2, 2, 2, 2, 64)     \
+  GEMM_PACKED(NAME, F, m64, 64, 64, 2, 2, 2, 2, 64)     \
+  GEMM_PACKED(NAME, F, m128, 128, 64, 1, 1, 2, 2, 64)   \
+  GEMM_PACKED(NAME, F, m32w, 32, 128, 2, 2, 2, 2, 64)   \
+  GEMM_PACKED(NAME, F, m64w, 64, 128, 1, 2, 2, 2, 64)   \
+  GEMM_PACKED(NAME, F, m32t, 32, 64, 1, 2, 2, 4, 128)
 
 GEMM_PACKED_ALL(q4_0, F_Q4_0)
 GEMM_PACKED_ALL(q4_1, F_Q4_1)

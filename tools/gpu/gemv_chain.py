@@ -17,6 +17,10 @@ normed-input kernels (gate_up with the GLU), the order the decode step runs them
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
 matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
+--l2-ahead 2,3 --l2-mb 24 --l2-mode pf,ld: each chain also with a concurrent branch in its graph
+that pulls the weights of link i (the first --l2-mb MB of its quantized plane, all of its scales)
+into L2 once link i - ahead has finished, i.e. while the links before it run (cuda_ops.l2_prefetch;
+variant "auto+pf2" etc.): whether GEMVs starting from L2 beat their DRAM ramp.
 (A one-launch persistent chain with grid barriers was timed here in s10 and lost to the graphed
 chain at every grid size: benchmarks/results/h200-2026-11-30-s10; removed, kernel at c6f95c8.)
 """
@@ -85,6 +89,42 @@ def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
         x = out if chained else x0
 
 
+_SIDE: list[torch.cuda.Stream] = []
+
+
+def chain_l2(ws, kinds, x0, outs, shape, chained, norm, ahead: int, cap: int, mode: str) -> None:
+    """chain_once with a second stream (a parallel branch when captured): link i's weights are pulled
+    into L2 after link i - ahead finished (the first `ahead` links' at once), joined at the end."""
+    main = torch.cuda.current_stream()
+    if not _SIDE:
+        _SIDE.append(torch.cuda.Stream())
+    side = _SIDE[0]
+
+    def pull(w):
+        cuda_ops.l2_prefetch(w.q, cap, mode)
+        for plane in (w.qh, w.meta):
+            if plane is not None:
+                cuda_ops.l2_prefetch(plane, plane.numel() * plane.element_size(), mode)
+
+    side.wait_stream(main)
+    with torch.cuda.stream(side):
+        for w in ws[:ahead]:
+            pull(w)
+    x = x0
+    for i, (w, kind, out) in enumerate(zip(ws, kinds, outs)):
+        if kind == "plain":
+            launch(w, x[:, :w.shape[1]], out, shape)
+        else:
+            out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
+                                                           act="silu_and_mul" if kind == "glu" else None)
+        x = out if chained else x0
+        if i + ahead < len(ws):
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                pull(ws[i + ahead])
+    main.wait_stream(side)
+
+
 def rel_err(w, x, shape) -> float:
     """The first link's first 256 outputs against a float64 reference."""
     out = torch.empty(1, w.shape[0], dtype=torch.float16, device="cuda")
@@ -112,6 +152,9 @@ def main() -> int:
     ap.add_argument("--variants", default="auto")
     ap.add_argument("--pdl", default="1,0")
     ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--l2-ahead", default="", help="also with the weights pulled into L2 this many links ahead: 2,3")
+    ap.add_argument("--l2-mb", type=float, default=24.0, help="MB of each link's quantized plane pulled")
+    ap.add_argument("--l2-mode", default="pf", help="pf (prefetch hints), ld (L2-only loads), or both: pf,ld")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     gen = torch.Generator("cuda").manual_seed(0)
@@ -147,6 +190,13 @@ def main() -> int:
                                    args.replays)
                     rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
                                      median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))
+                    for ahead in [int(a) for a in args.l2_ahead.split(",") if a]:
+                        for mode in args.l2_mode.split(","):
+                            t = time_chain(lambda: chain_l2(ws, kinds, x0, outs, shape, cname in CHAINS, norm, ahead,
+                                                            int(args.l2_mb * 1e6), mode), pdl, args.replays)
+                            rows.append(dict(format=fmt, chain=cname, links=len(links), variant=f"{vname}+{mode}{ahead}",
+                                             pdl=pdl, bytes=moved, median_us=statistics.median(t), min_us=min(t),
+                                             max_us=max(t), rel_err=err))
             linear_fused_ops.gemv_m1_shape = cuda_ops.gemv_m1_shape
             del ws, outs
             torch.cuda.empty_cache()
@@ -156,13 +206,13 @@ def main() -> int:
           f"%copy uses {copy:.0f}")
     print("chain of dependent M = 1 GEMVs in one CUDA graph, weights distinct per link (from HBM); "
           f"median/min/max over {args.replays} replays; us/link = median / links; MEASURED")
-    print(f"{'format':<6} {'chain':<15} {'links':>5} {'variant':>8} {'pdl':>3} {'MB':>7} {'med us':>8} {'min us':>8} "
+    print(f"{'format':<6} {'chain':<15} {'links':>5} {'variant':>10} {'pdl':>3} {'MB':>7} {'med us':>8} {'min us':>8} "
           f"{'max us':>8} {'us/link':>7} {'GB/s':>6} {'%copy':>6} {'rel err':>8}")
     for row in rows:
         row["gbps"] = row["bytes"] / row["median_us"] / 1e3
         row["frac_copy"] = row["gbps"] / copy
         pdl = int(row["pdl"])
-        print(f"{row['format']:<6} {row['chain']:<15} {row['links']:>5} {row['variant']:>8} {pdl:>3} "
+        print(f"{row['format']:<6} {row['chain']:<15} {row['links']:>5} {row['variant']:>10} {pdl:>3} "
               f"{row['bytes'] / 1e6:>7.1f} {row['median_us']:>8.1f} {row['min_us']:>8.1f} {row['max_us']:>8.1f} "
               f"{row['median_us'] / row['links']:>7.2f} {row['gbps']:>6.0f} {100 * row['frac_copy']:>5.1f}% "
               f"{row['rel_err']:>8.1e}")

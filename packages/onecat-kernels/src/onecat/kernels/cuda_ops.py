@@ -299,6 +299,8 @@ GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
+_L2_PREFETCH = {"pf": Kernel("l2_prefetch.cu", "l2_prefetch_pf", "pq"),
+                "ld": Kernel("l2_prefetch.cu", "l2_prefetch_ld", "pqpI")}
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 _ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 ARGMAX_SPLIT_ROWS = 64  # up to this many rows the vocabulary is split over blocks (decode batches)
@@ -394,6 +396,26 @@ def linear_packed(x, weight: PackedWeight, bias=None):
                     x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
                     weight.group_size // 32, device=x.device)
     return out
+
+
+def l2_prefetch(t: torch.Tensor, nbytes: int, mode: str = "pf", blocks: int = 0) -> None:
+    """Pull the first `nbytes` of `t`'s storage into L2 on the current stream (csrc/l2_prefetch.cu:
+    "pf" prefetch hints, "ld" L2-only loads); `blocks` (default: one per SM) 256-thread blocks. An
+    experiment of tools/gpu/gemv_chain.py --l2-ahead, not on the engine's route."""
+    if mode not in _L2_PREFETCH:
+        raise ValueError(f"l2_prefetch mode {mode!r}: 'pf' or 'ld'")
+    nbytes = min(nbytes, t.numel() * t.element_size())
+    if nbytes <= 0:
+        return
+    blocks = blocks or torch.cuda.get_device_properties(t.device).multi_processor_count
+    sink = _l2_sink(t.device) if mode == "ld" else None
+    args = (t.data_ptr(), nbytes) + ((sink.data_ptr(), 0x9E3779B9) if mode == "ld" else ())
+    _launch(_L2_PREFETCH[mode], (blocks, 1, 1), (256, 1, 1), *args, device=t.device)
+
+
+@functools.lru_cache(maxsize=None)
+def _l2_sink(device: torch.device) -> torch.Tensor:
+    return torch.zeros(1, dtype=torch.int32, device=device)
 
 
 # Blocks of each GEMM tile resident per SM on a V100 (96 KB shared memory, 64K registers): the

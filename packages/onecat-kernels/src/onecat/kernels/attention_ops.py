@@ -46,6 +46,12 @@ DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}
 PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
 _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED, pdl=True)
            for d in HEAD_DIMS for kv in _KV_KINDS}
+# The "w2" decode variant (an experiment, not selected by the route): D = 128 in paired warps that
+# split the columns, fewer registers, 3 blocks per SM; 32-key steps (attention_decode.cu)
+_DECODE_W2 = {(128, kv): Kernel("attention_decode.cu", f"attn_decode_d128w2_{kv}", _SIG_FUSED, pdl=True)
+              for kv in _KV_KINDS}
+DECODE_TILE_W2 = {128: (16, 32)}
+DECODE_W2_BLOCKS_PER_SM = 3
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
@@ -99,7 +105,7 @@ def supports_cache_fp8(p: Problem) -> list[str]:
 
 # -- provider functions --------------------------------------------------------------------------
 def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, sms: int,
-                  n_tokens: int, hq: int, head_dim: int) -> tuple[int, int]:
+                  n_tokens: int, hq: int, head_dim: int, blocks_per_sm: int = BLOCKS_PER_SM) -> tuple[int, int]:
     """(nparts, part): partitions of the key span so that the blocks fill one wave of
     BLOCKS_PER_SM x sms resident blocks, each a multiple of the key tile and >= MIN_PART keys, the
     FP32 partials within WORKSPACE_LIMIT. `span` is the longest the launch may see (a CUDA graph is
@@ -108,7 +114,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
     blocks beyond it would only queue behind the first (each partition streams its keys with
     prefetch, so longer partitions cost no efficiency)."""
     span = max(span, 1)
-    per, slots = max(1, batch * hk * nchunks), BLOCKS_PER_SM * sms
+    per, slots = max(1, batch * hk * nchunks), blocks_per_sm * sms
     if per >= slots:  # the row chunks alone fill the GPU (prefill): no partials to merge
         return 1, -(-span // key_tile) * key_tile
     nparts = max(1, slots // per)
@@ -122,7 +128,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale, fused=False):
+           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM):
     """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
     the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
@@ -144,7 +150,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     # planned for the batch bucket (a CUDA graph's batch), so eager and captured decode split alike
     planned_t = t if metadata.max_query_len > 1 else batch_bucket(t)
     nparts, part = split_kv_plan(batch_bucket(b), hk, nchunks, span, key_tile, _sm_count(query.device), planned_t,
-                                 hq, d)
+                                 hq, d, blocks_per_sm)
     part_o = part_ml = None
     if nparts > 1:
         part_o = torch.empty((nparts, t, hq, d), dtype=torch.float32, device=query.device)
@@ -170,8 +176,16 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
 
 
 def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                    k_scale=1.0, v_scale=1.0):
-    """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys)."""
+                    k_scale=1.0, v_scale=1.0, variant: str = ""):
+    """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys). `variant`
+    "w2" (head dim 128 only; tools/gpu/attention_variants.py): the paired-warp kernels above."""
+    if variant == "w2":
+        if query.shape[-1] != 128:
+            raise ValueError(f"decode variant w2 is instantiated for head dim 128, not {query.shape[-1]}")
+        return _flash(_DECODE_W2, DECODE_TILE_W2, query, key_cache, value_cache, metadata, scale, sliding_window,
+                      logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=DECODE_W2_BLOCKS_PER_SM)
+    if variant:
+        raise ValueError(f"unknown decode variant {variant!r} ('' or 'w2')")
     return _flash(_DECODE, DECODE_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
                   logit_soft_cap, k_scale, v_scale, fused=True)
 

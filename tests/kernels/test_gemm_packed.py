@@ -16,7 +16,7 @@ import zlib
 import pytest
 import torch
 
-from onecat.kernels import build, cuda_ops, ops
+from onecat.kernels import build, cuda_ops, gemm_ops, ops
 from onecat.kernels.driver import Kernel
 from onecat.kernels.registry import REFERENCE
 from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
@@ -77,7 +77,7 @@ def test_refusal_reasons(small, any_nvrtc):
     w = small["q4_0"]
 
     def reasons(p):
-        return cuda_ops.supports_linear_packed_gemm(p)
+        return gemm_ops.supports_linear_packed_gemm(p)
 
     assert reasons(_problem(x, w)) == []
     assert "device is cpu, not a CUDA GPU" in reasons(_problem(x, w, cap=None))
@@ -104,29 +104,29 @@ def test_refusal_reasons(small, any_nvrtc):
 # -- CPU: variant choice and the host wrapper ------------------------------------------------------
 def test_gemm_shape():
     h200 = {"m32": 6, "m64": 4, "m128": 3, "m32w": 4, "m64w": 2}
-    assert cuda_ops.gemm_shape(17, 4096, 4096, 80) == ("m32", 3)  # 64 tiles, 240 V100 slots
-    assert cuda_ops.gemm_shape(17, 4096, 4096, 132, h200) == ("m32", 8)  # at most 8 splits
-    assert cuda_ops.gemm_shape(17, 28672, 4096, 132, h200) == ("m32w", 2)  # wide: 224 tiles, 528 slots
-    assert cuda_ops.gemm_shape(17, 16383, 4096, 132, h200) == ("m32", 3)  # narrow below WIDE_MIN_N rows
-    assert cuda_ops.gemm_shape(64, 4096, 14336, 80) == ("m64", 2)
-    assert cuda_ops.gemm_shape(33, 28672, 4096, 80) == ("m64w", 1)  # 224 wide tiles fill the GPU
-    assert cuda_ops.gemm_shape(65, 28672, 4096, 80) == ("m128", 1)  # wide tiles only up to 64 rows
-    assert cuda_ops.gemm_shape(128, 6144, 4096, 132, h200) == ("m64", 2)  # 96 N tiles: m64, 192 blocks
-    assert cuda_ops.gemm_shape(128, 28672, 4096, 132, h200) == ("m128", 1)
-    assert cuda_ops.gemm_shape(512, 4096, 4096, 80) == ("m128", 1)
-    assert cuda_ops.gemm_shape(512, 4096, 4096, 132, h200 | {"m128": 4}) == ("m128", 2)
-    assert cuda_ops.gemm_shape(100, 80, 96, 132) == ("m64", 1)  # 2 K-steps: nothing to split
-    assert cuda_ops.gemm_shape(20, 80, 512, 80) == ("m32", 2)  # 8 K-steps: >= 4 per split
+    assert gemm_ops.gemm_shape(17, 4096, 4096, 80) == ("m32", 3)  # 64 tiles, 240 V100 slots
+    assert gemm_ops.gemm_shape(17, 4096, 4096, 132, h200) == ("m32", 8)  # at most 8 splits
+    assert gemm_ops.gemm_shape(17, 28672, 4096, 132, h200) == ("m32w", 2)  # wide: 224 tiles, 528 slots
+    assert gemm_ops.gemm_shape(17, 16383, 4096, 132, h200) == ("m32", 3)  # narrow below WIDE_MIN_N rows
+    assert gemm_ops.gemm_shape(64, 4096, 14336, 80) == ("m64", 2)
+    assert gemm_ops.gemm_shape(33, 28672, 4096, 80) == ("m64w", 1)  # 224 wide tiles fill the GPU
+    assert gemm_ops.gemm_shape(65, 28672, 4096, 80) == ("m128", 1)  # wide tiles only up to 64 rows
+    assert gemm_ops.gemm_shape(128, 6144, 4096, 132, h200) == ("m64", 2)  # 96 N tiles: m64, 192 blocks
+    assert gemm_ops.gemm_shape(128, 28672, 4096, 132, h200) == ("m128", 1)
+    assert gemm_ops.gemm_shape(512, 4096, 4096, 80) == ("m128", 1)
+    assert gemm_ops.gemm_shape(512, 4096, 4096, 132, h200 | {"m128": 4}) == ("m128", 2)
+    assert gemm_ops.gemm_shape(100, 80, 96, 132) == ("m64", 1)  # 2 K-steps: nothing to split
+    assert gemm_ops.gemm_shape(20, 80, 512, 80) == ("m32", 2)  # 8 K-steps: >= 4 per split
     for m in (17, 32, 33, 64, 65, 128, 300, 4096):
         for n, k in ((80, 96), (4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
             for sms, res in ((80, None), (132, h200)):
-                tile, s = cuda_ops.gemm_shape(m, n, k, sms, res)
+                tile, s = gemm_ops.gemm_shape(m, n, k, sms, res)
                 assert m <= {"m32": 32, "m64": 128, "m128": 1 << 30, "m32w": 32, "m64w": 64}[tile], (m, tile)
                 assert (tile != "m128" or m > 64) and tile.endswith("w") == (m <= 64 and n >= 16384), (m, n, tile)
-                assert 1 <= s <= 8 and (s == 1 or -(-k // cuda_ops.GEMM_BK) >= 4 * s), (m, n, k, s)
-                bm, bn = cuda_ops.GEMM_TILES[tile][:2]
-                assert s == 1 or s * -(-n // bn) * -(-m // bm) <= sms * (res or cuda_ops.GEMM_V100_RESIDENT)[tile]
-    assert cuda_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, cuda_ops.GEMM_V100_RESIDENT)
+                assert 1 <= s <= 8 and (s == 1 or -(-k // gemm_ops.GEMM_BK) >= 4 * s), (m, n, k, s)
+                bm, bn = gemm_ops.GEMM_TILES[tile][:2]
+                assert s == 1 or s * -(-n // bn) * -(-m // bm) <= sms * (res or gemm_ops.GEMM_V100_RESIDENT)[tile]
+    assert gemm_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, gemm_ops.GEMM_V100_RESIDENT)
 
 
 @pytest.fixture
@@ -151,11 +151,11 @@ def test_wrapper_launch(launches, small, kind, m, n, k, bias):
     w = random_packed(n, k, kind, torch.Generator().manual_seed(2))
     x = torch.zeros(m, k, dtype=torch.float16)
     b = torch.zeros(n, dtype=torch.float16) if bias else None
-    out = cuda_ops.linear_packed_gemm(x, w, b)
+    out = gemm_ops.linear_packed_gemm(x, w, b)
     assert out.shape == (m, n) and out.dtype == torch.float16
     (name, grid, args), = launches
-    tile, splits = cuda_ops.gemm_shape(m, n, k, 80)  # a CPU tensor stands for a V100
-    bm, bn = cuda_ops.GEMM_TILES[tile][:2]
+    tile, splits = gemm_ops.gemm_shape(m, n, k, 80)  # a CPU tensor stands for a V100
+    bm, bn = gemm_ops.GEMM_TILES[tile][:2]
     assert name == f"gemm_p_{kind}_{tile}" and grid[:2] == (-(-n // bn), -(-m // bm))
     steps, per = -(-k // 64), args[-1]
     assert grid[2] == -(-steps // per) and (grid[2] - 1) * per < steps <= grid[2] * per
@@ -165,16 +165,16 @@ def test_wrapper_launch(launches, small, kind, m, n, k, bias):
 
 def test_forced_split_is_clamped(launches, small):
     x = torch.zeros(40, 256, dtype=torch.float16)
-    cuda_ops.gemm_launch(x, small["q8_0"], None, "m64", 8)  # 4 K-steps: 4 splits of one step
-    cuda_ops.gemm_launch(x, small["q8_0"], None, "m32", 3)  # 4 K-steps, 3 asked: 2 of 2 steps
+    gemm_ops.gemm_launch(x, small["q8_0"], None, "m64", 8)  # 4 K-steps: 4 splits of one step
+    gemm_ops.gemm_launch(x, small["q8_0"], None, "m32", 3)  # 4 K-steps, 3 asked: 2 of 2 steps
     assert [(c[1][2], c[2][-1]) for c in launches] == [(4, 1), (2, 2)]
     assert launches[1][1][1] == 2  # 40 rows in m32 tiles
 
 
 def test_eight_warp_tile_launch(launches, small):
     """m32t: 256 threads and K-steps of 128 (4 of them at K = 512: 3 splits asked, 2 of 2 steps)."""
-    cuda_ops.gemm_launch(torch.zeros(20, 256, dtype=torch.float16), small["q4_0"], None, "m32t", 1)
-    cuda_ops.gemm_launch(torch.zeros(20, 512, dtype=torch.float16), random_packed(80, 512, "q4_0",
+    gemm_ops.gemm_launch(torch.zeros(20, 256, dtype=torch.float16), small["q4_0"], None, "m32t", 1)
+    gemm_ops.gemm_launch(torch.zeros(20, 512, dtype=torch.float16), random_packed(80, 512, "q4_0",
                          torch.Generator().manual_seed(3)), None, "m32t", 3)
     assert [(c[0], c[1], c[2][-1]) for c in launches] == [("gemm_p_q4_0_m32t", (2, 1, 1), 2),
                                                           ("gemm_p_q4_0_m32t", (2, 1, 2), 2)]
@@ -220,7 +220,7 @@ def test_gemm_vs_reference(kind, m, n, k, bias):
     with cuda_ops.poison_outputs():
         got = ops.linear(x, w, b)
     err = _err(got, _ref(x, w, b))
-    route = cuda_ops.gemm_shape(m, n, k, *cuda_ops.gemm_slots(kind, x.device))
+    route = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device))
     assert err <= TOL, f"{kind} M={m} N={n} K={k} bias={bias} {route}: rel err {err:.3g} > {TOL} " \
                        f"(NaN: unwritten output) seed={seed}"
 
@@ -232,10 +232,10 @@ def test_every_tile_and_split(kind):
     for m, n in ((17, 72), (70, 200)):
         x, w, b = _inputs(kind, m, n, k, True, SEED + m)
         ref = _ref(x, w, b)
-        for tile in cuda_ops.GEMM_TILES:
+        for tile in gemm_ops.GEMM_TILES:
             for splits in (1, 2, 3, 8, 12):  # 12: 10 / 12 splits of 2 steps, the merge's second batch of 8
                 with cuda_ops.poison_outputs():
-                    got = cuda_ops.gemm_launch(x, w, b, tile, splits)
+                    got = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)
                 assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
 
@@ -244,7 +244,7 @@ def test_every_tile_and_split(kind):
 def test_split_k_deterministic_3d_and_graph():
     x, w, b = _inputs("q4_k", 48, 272, 4096, True, SEED)
     x3 = x.reshape(2, 24, 4096)
-    assert cuda_ops.gemm_shape(48, 272, 4096, *cuda_ops.gemm_slots("q4_k", x.device))[1] > 1  # split-K route
+    assert gemm_ops.gemm_shape(48, 272, 4096, *gemm_ops.gemm_slots("q4_k", x.device))[1] > 1  # split-K route
     y1, y2 = ops.linear(x3, w, b), ops.linear(x3, w, b)
     assert y1.shape == (2, 24, 272) and torch.equal(y1, y2)
     assert _err(y1, _ref(x3, w, b)) <= TOL

@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, linear_fused_ops, rotary_cache_ops,
-                            sampling_ops)
+from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, gemm_ops, linear_fused_ops,
+                            rotary_cache_ops, sampling_ops)
 from onecat.kernels.driver import Kernel
 
-MODULES = (cuda_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops, embedding_ops)  # hold Kernels
+MODULES = (cuda_ops, gemm_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops,
+           embedding_ops)  # hold Kernels
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._DECODE_W2.values(),
                                *attention_ops._PREFILL.values()]}
-GEMM = {k.name for k in cuda_ops._GEMM.values()}  # packed GEMM (M > 16), csrc/gemm_packed.cu
+GEMM = {k.name for k in gemm_ops._GEMM.values()}  # packed GEMM (M > 16), csrc/gemm_packed.cu
 TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",

@@ -1,6 +1,6 @@
 """Packed GEMM (M > 16, provider cuda_pack_gemm) against cuBLAS on the llama3-8b matrices, in one
 device call: formats x (N, K) x M. Each row times the admitted route (ops.linear: the tile and K
-split cuda_ops.gemm_shape picks) and every other tile x split (best one printed beside it), checks
+split gemm_ops.gemm_shape picks) and every other tile x split (best one printed beside it), checks
 the admitted output (poisoned) against a float64 reference on the first 256 rows, and times
 torch.matmul on an fp16 weight of the same shape (cuBLAS, what a dequantized weight would cost).
 Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over weight sets
@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from onecat.kernels import cuda_ops, ops
+from onecat.kernels import cuda_ops, gemm_ops, ops
 from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
 
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate+up, down
@@ -27,7 +27,7 @@ SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to se
 
 
 def variants(m: int):
-    tiles = list(cuda_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
+    tiles = list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
     return [(t, s) for t in tiles for s in SPLITS]
 
 
@@ -71,12 +71,12 @@ def main() -> int:
                 err = float((y[:, :sub.shape[0]].double() - want).norm() / want.norm())
                 finite = bool(torch.isfinite(y).all())
                 med = statistics.median(time_sets(lambda i: ops.linear(xs[i], ws[i]), nsets, args.iters))
-                shape = cuda_ops.gemm_shape(m, n, k, *cuda_ops.gemm_slots(fmt, xs[0].device))
+                shape = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(fmt, xs[0].device))
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
                     for tile, s in variants(m):
-                        f = lambda i, tile=tile, s=s: cuda_ops.gemm_launch(xs[i], ws[i], None, tile, s)  # noqa: E731
+                        f = lambda i, tile=tile, s=s: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, s)  # noqa: E731
                         t = statistics.median(time_sets(f, nsets, args.iters))
                         timed[f"{tile}x{s}"] = t
                         if t < best[1]:
@@ -91,7 +91,7 @@ def main() -> int:
                 del xs
             del ws, first, sub, wsub
             torch.cuda.empty_cache()
-    resident = {f: cuda_ops.gemm_slots(f, torch.device("cuda"))[1] for f in args.formats.split(",")}
+    resident = {f: gemm_ops.gemm_slots(f, torch.device("cuda"))[1] for f in args.formats.split(",")}
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "resident_blocks_per_sm": resident, "rows": rows}, f, indent=1)
@@ -99,7 +99,7 @@ def main() -> int:
     print(f"device: {device}; {time.time() - t_start:.0f} s; resident blocks per SM {resident}")
     print("us: median device time per call (CUDA events behind a queued sleep, weights rotated > 160 MB); "
           "GB/s: packed weight bytes / us; TFLOP/s: 2MNK / us; cuBLAS: torch fp16 matmul on an [N, K] fp16 weight; "
-          "x cuBLAS = cuBLAS us / ours (> 1: faster); route = tile x K-splits cuda_ops.gemm_shape picks; "
+          "x cuBLAS = cuBLAS us / ours (> 1: faster); route = tile x K-splits gemm_ops.gemm_shape picks; "
           "best = fastest tile x splits timed")
     head = (f"{'fmt':<5} {'N x K':<11} {'M':>4} {'provider':<15} {'route':<8} {'us':>8} {'GB/s':>6} {'TFLOP/s':>7} "
             f"{'cuBLAS us':>9} {'TFLOP/s':>7} {'x cuBLAS':>8} {'best':<8} {'best us':>8} {'rel err':>8}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-from typing import NamedTuple
 
 import torch
 
@@ -156,19 +155,6 @@ def supports_linear_packed(p: Problem) -> list[str]:
     return r
 
 
-def supports_linear_packed_gemm(p: Problem) -> list[str]:
-    r = _common(p)
-    fmt, k = p.param("format"), p.param("k")
-    _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
-    _need(r, p.param("rows") == "17+", f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
-    _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
-    if fmt in ("packed_q4_k", "packed_q6_k"):
-        _need(r, k % 256 == 0, f"K={k} not a multiple of the 256-weight {fmt[7:]} block")
-    _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
-    _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    return r
-
-
 def supports_cache(p: Problem) -> list[str]:
     r = _common(p)
     _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16")
@@ -275,29 +261,6 @@ def gemv_m1_launch(out, x, weight: PackedWeight, shape: tuple[int, int, int, str
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
                 for f in PACKED_FORMATS for mt in _PMT if mt > 1}
 _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
-class GemmTile(NamedTuple):
-    """One packed-GEMM tile of csrc/gemm_packed.cu (its GEMM_PACKED_ALL line)."""
-    bm: int  # rows of x per block
-    bn: int  # output features per block
-    stages: int  # shared-memory stages
-    bk: int = 64  # K per step (two 32-weight chunks per W row; 128: four)
-    threads: int = 128  # 4 warps (2 x 2); 256: 8 warps (2 x 4)
-
-
-# M > 16 on packed weights (csrc/gemm_packed.cu)
-GEMM_TILES = {"m32": GemmTile(32, 64, 2), "m64": GemmTile(64, 64, 2), "m128": GemmTile(128, 64, 1),
-              # wide tiles (128 features: warp tiles of 16 x 64, a quarter fewer shared-memory bytes
-              # per MAC): gemm_shape picks them for decode batches on matrices of >= WIDE_MIN_N rows
-              "m32w": GemmTile(32, 128, 2), "m64w": GemmTile(64, 128, 1),
-              # m32 in 8 warps, K-steps of 128: an experiment (gemm_bench times it; not picked)
-              "m32t": GemmTile(32, 64, 1, 128, 256)}
-# The H200 timed the wide tiles 3-9% faster than m32 / m64 on llama3-8b's 28672 x 4096 gate_up (q4_0,
-# q4_k; M = 32, 64), and no better at N = 4096 / 6144 / 14336, where their halved tile count leaves
-# slots empty (benchmarks/results/h200-2026-11-29-s5/gemm-wide-tiles.txt)
-WIDE_MIN_N = 16384
-GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
-_GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
-         for f in PACKED_FORMATS for t in GEMM_TILES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
 _L2_PREFETCH = {"pf": Kernel("l2_prefetch.cu", "l2_prefetch_pf", "pq"),
                 "ld": Kernel("l2_prefetch.cu", "l2_prefetch_ld", "pqpI")}
@@ -418,90 +381,6 @@ def _l2_sink(device: torch.device) -> torch.Tensor:
     return torch.zeros(1, dtype=torch.int32, device=device)
 
 
-# Blocks of each GEMM tile resident per SM on a V100 (96 KB shared memory, 64K registers): the
-# assumption for host-side tests on fake devices; a real GPU is asked (cuOccupancy...).
-GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2, "m32t": 2}
-
-
-@functools.lru_cache(maxsize=None)
-def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
-    """(SM count, {tile: resident blocks per SM}) of the packed GEMM kernels of `kind` on `device`."""
-    if device.type != "cuda":
-        return 80, dict(GEMM_V100_RESIDENT)
-    idx = cuda_index(device)
-    sms = torch.cuda.get_device_properties(idx).multi_processor_count
-    resident = {}
-    for tile in GEMM_TILES:
-        n = ctypes.c_int()
-        with torch.cuda.device(idx):
-            fn = _GEMM[(kind, tile)].function(idx)  # compiles / loads the module once
-            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn,
-                                                                       GEMM_TILES[tile].threads, 0)
-        resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT[tile]
-    return sms, resident
-
-
-def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None = None) -> tuple[str, int]:
-    """(tile, K splits) of the packed GEMM for x[m, k] @ W[n, k]^T on `sms` SMs holding
-    `resident[tile]` blocks each (tools/gpu/gemm_bench.py times every tile x split on the llama3-8b
-    matrices; on the H200 this pick was within ~5% of the best one timed, all but one shape).
-    Tile: m32 up to 32 rows, m64 up to 64, and up to 128 while the N tiles fill under half of
-    m128's slots (more blocks beat fewer dequantizations there), m128 beyond; up to 64 rows on
-    matrices of >= WIDE_MIN_N rows, their 128-feature twins m32w / m64w. Splits: a block's K
-    walk is a chain of dependent loads, so when the tiles leave resident slots empty (decode
-    batches, 4096-row matrices) K is split to fill them without starting a second wave:
-    slots // tiles, at most 8, each split keeping >= 4 K-steps."""
-    res = resident or GEMM_V100_RESIDENT
-    ntiles = -(-n // 64)
-    if m <= 32:
-        tile = "m32"
-    elif m <= 64 or (m <= 128 and 2 * ntiles < sms * res["m128"]):
-        tile = "m64"
-    else:
-        tile = "m128"
-    if m <= 64 and n >= WIDE_MIN_N:
-        tile += "w"
-    blocks = -(-n // GEMM_TILES[tile].bn) * -(-m // GEMM_TILES[tile].bm)
-    steps = -(-k // GEMM_BK)
-    splits = max(1, min(8, steps // 4, sms * res[tile] // blocks))
-    return tile, splits
-
-
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
-    """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty)."""
-    k = x.shape[-1]
-    m, n = x.numel() // k, weight.shape[0]
-    if m * k >= 1 << 31:  # the kernel offsets x in int32
-        raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
-    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
-    if m:
-        t = GEMM_TILES[tile]
-        steps = -(-k // t.bk)
-        per = -(-steps // max(1, min(splits, steps)))
-        splits = -(-steps // per)
-        gx, gy = -(-n // t.bn), -(-m // t.bm)
-        ws = cnt = None
-        if splits > 1:  # FP32 partials per split, one arrival counter per output tile
-            ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
-            # the shared zeroed counters (the tile's last block re-arms its counter), so no memset
-            # kernel runs per launch; a fresh zeroed array under a capture that outgrew them
-            cnt = split_counters(x.device, gx * gy)
-            if cnt is None:
-                cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        _launch(_GEMM[(weight.kind, tile)], (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
-                weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, device=x.device)
-    return out
-
-
-def linear_packed_gemm(x, weight: PackedWeight, bias=None):
-    """M > 16 rows of x against a PackedWeight: dequantize tiles into shared memory, tensor cores."""
-    k = x.shape[-1]
-    m = x.numel() // k
-    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device))
-    return gemm_launch(x, weight, bias, tile, splits)
-
-
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
     t = key.shape[0]
     row = key.shape[1] * key.shape[2]
@@ -582,7 +461,7 @@ def argmax(logits):
 
 def register(reg: KernelRegistry) -> None:
     """Register the CUDA providers; for `linear` the tensor-core GEMV ahead of the FMA one, the packed
-    GEMV (M <= 16) and the packed GEMM (M > 16) in between."""
+    GEMV (M <= 16) and the packed GEMM (M > 16, gemm_ops) in between."""
     for op, fn, sup in [("rms_norm", rms_norm, supports_rms_norm),
                         ("rotary_embedding", rotary_embedding, supports_rotary),
                         ("silu_and_mul", silu_and_mul, supports_act),
@@ -590,10 +469,8 @@ def register(reg: KernelRegistry) -> None:
                         ("linear", linear, supports_linear),
                         ("linear", linear_hmma, supports_linear_hmma),
                         ("linear", linear_packed, supports_linear_packed),
-                        ("linear", linear_packed_gemm, supports_linear_packed_gemm),
                         ("reshape_and_cache", reshape_and_cache, supports_cache),
                         ("argmax", argmax, supports_argmax)]:
-        name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack",
-                linear_packed_gemm: "cuda_pack_gemm"}.get(fn, "cuda")
+        name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
     reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack", "cuda_pack_gemm", "cuda"])

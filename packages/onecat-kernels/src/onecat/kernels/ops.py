@@ -294,6 +294,8 @@ def sample(logits, temperature, top_k, top_p, min_p, seed, offset):
 from . import cuda_ops  # noqa: E402  (registers the CUDA providers)
 
 cuda_ops.register(registry)
+from . import gemm_ops  # noqa: E402
+gemm_ops.register(registry)
 from . import attention_ops  # noqa: E402,F401  (registers the attention providers)
 
 sampling_ops.register(registry)

@@ -5,7 +5,7 @@
 // ldmatrix / TMA.
 //
 //  * Tiling: 128 threads (2 x 2 warps), a block owns BM rows of x x BN = 64 output features and walks
-//    K in steps of BK = 64 (two 32-weight chunks per W row). Three shapes (cuda_ops.gemm_shape picks):
+//    K in steps of BK = 64 (two 32-weight chunks per W row). Three shapes (gemm_ops.gemm_shape picks):
 //    m32 (BM 32, M <= 32), m64 (BM 64), m128 (BM 128, prefill: W is dequantized once per 128 rows).
 //    Warp tile (BM / 2) x 32: FM x 2 accumulator fragments. m32w / m64w: BN = 128. m32t: 256 threads
 //    (2 x 4 warps) and BK = 128, an experiment (GEMM_PACKED_ALL).
@@ -354,7 +354,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   }
 }
 
-// gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (cuda_ops.GEMM_TILES: BM, BN,
+// gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (gemm_ops.GEMM_TILES: BM, BN,
 // stages, BK, threads); WM x WN warps.
 #define GEMM_PACKED(NAME, F, TILE, BM, BN, ST, PD, WM, WN, BK)                                          \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN) gemm_p_##NAME##_##TILE(                 \

@@ -76,17 +76,20 @@ def launch(w, x, out, shape) -> None:
     cuda_ops.gemv_m1_launch(out, x, w, shape or cuda_ops.gemv_m1_shape(w.kind, *w.shape))
 
 
-def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
+def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None, after_link=None) -> None:
     """One pass over the links: a plain link's x is the previous output's first K values (x0 where
-    not `chained`); a normed link takes x0 and the residual (its K is the model width)."""
+    not `chained`); a normed link takes x0 and the residual (its K is the model width).
+    after_link(i), where given, runs after link i is launched."""
     x = x0
-    for w, kind, out in zip(ws, kinds, outs):
+    for i, (w, kind, out) in enumerate(zip(ws, kinds, outs)):
         if kind == "plain":
             launch(w, x[:, :w.shape[1]], out, shape)
         else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape)
             out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
                                                            act="silu_and_mul" if kind == "glu" else None)
         x = out if chained else x0
+        if after_link is not None:
+            after_link(i)
 
 
 _SIDE: list[torch.cuda.Stream] = []
@@ -100,28 +103,19 @@ def chain_l2(ws, kinds, x0, outs, shape, chained, norm, ahead: int, cap: int, mo
         _SIDE.append(torch.cuda.Stream())
     side = _SIDE[0]
 
-    def pull(w):
-        cuda_ops.l2_prefetch(w.q, cap, mode)
-        for plane in (w.qh, w.meta):
-            if plane is not None:
-                cuda_ops.l2_prefetch(plane, plane.numel() * plane.element_size(), mode)
+    def pull(links):  # on the side stream, once everything queued on main so far has run
+        if not links:
+            return
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            for w in links:
+                cuda_ops.l2_prefetch(w.q, cap, mode)
+                for plane in (w.qh, w.meta):
+                    if plane is not None:
+                        cuda_ops.l2_prefetch(plane, plane.numel() * plane.element_size(), mode)
 
-    side.wait_stream(main)
-    with torch.cuda.stream(side):
-        for w in ws[:ahead]:
-            pull(w)
-    x = x0
-    for i, (w, kind, out) in enumerate(zip(ws, kinds, outs)):
-        if kind == "plain":
-            launch(w, x[:, :w.shape[1]], out, shape)
-        else:
-            out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
-                                                           act="silu_and_mul" if kind == "glu" else None)
-        x = out if chained else x0
-        if i + ahead < len(ws):
-            side.wait_stream(main)
-            with torch.cuda.stream(side):
-                pull(ws[i + ahead])
+    pull(ws[:ahead])
+    chain_once(ws, kinds, x0, outs, shape, chained, norm, after_link=lambda i: pull(ws[i + ahead:i + ahead + 1]))
     main.wait_stream(side)
 
 
@@ -185,18 +179,19 @@ def main() -> int:
                         continue
                     linear_fused_ops.gemv_m1_shape = (lambda f, n, k, normed=False, s=shape: s) if shape else cuda_ops.gemv_m1_shape
                 err = rel_err(ws[0], x0, shape) if kinds[0] == "plain" else float("nan")
+                # (variant label, one pass): the plain chain, then with each L2 prefetch setting
+                runs = [(vname, lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm))]
+                runs += [(f"{vname}+{mode}{ahead}",
+                          lambda ahead=ahead, mode=mode: chain_l2(ws, kinds, x0, outs, shape, cname in CHAINS, norm,
+                                                                  ahead, int(args.l2_mb * 1e6), mode))
+                         for ahead in [int(a) for a in args.l2_ahead.split(",") if a]
+                         for mode in args.l2_mode.split(",")]
                 for pdl in [p == "1" for p in args.pdl.split(",")]:
-                    t = time_chain(lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm), pdl,
-                                   args.replays)
-                    rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl, bytes=moved,
-                                     median_us=statistics.median(t), min_us=min(t), max_us=max(t), rel_err=err))
-                    for ahead in [int(a) for a in args.l2_ahead.split(",") if a]:
-                        for mode in args.l2_mode.split(","):
-                            t = time_chain(lambda: chain_l2(ws, kinds, x0, outs, shape, cname in CHAINS, norm, ahead,
-                                                            int(args.l2_mb * 1e6), mode), pdl, args.replays)
-                            rows.append(dict(format=fmt, chain=cname, links=len(links), variant=f"{vname}+{mode}{ahead}",
-                                             pdl=pdl, bytes=moved, median_us=statistics.median(t), min_us=min(t),
-                                             max_us=max(t), rel_err=err))
+                    for label, run in runs:
+                        t = time_chain(run, pdl, args.replays)
+                        rows.append(dict(format=fmt, chain=cname, links=len(links), variant=label, pdl=pdl,
+                                         bytes=moved, median_us=statistics.median(t), min_us=min(t), max_us=max(t),
+                                         rel_err=err))
             linear_fused_ops.gemv_m1_shape = cuda_ops.gemv_m1_shape
             del ws, outs
             torch.cuda.empty_cache()

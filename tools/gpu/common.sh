@@ -15,6 +15,15 @@ gpu_env() {
   return 0
 }
 
+# ab_trees: for the whole-tree A/Bs (variants_ab.sh, gemm_ab.sh), after gpu_env /tmp/site: VARIANTS =
+#   every .ab/<rev>/ (prepared by `variants_ab.sh --prepare REV`) and "tree" (the working tree);
+#   path_of V prints V's PYTHONPATH (its packages, then /tmp/site).
+ab_trees() {
+  AB_TREE=$PYTHONPATH
+  VARIANTS="$(ls .ab 2>/dev/null | grep -v '\.py$' | tr '\n' ' ')tree"
+}
+path_of() { [ "$1" = tree ] && echo "$AB_TREE" || echo "$(ls -d "$PWD/.ab/$1"/packages/*/src | paste -sd:):/tmp/site"; }
+
 # machine_info [PY]: the GPU and its clocks as found, torch, NVRTC toolchains; fails (2) without a
 # CUDA torch.
 machine_info() {

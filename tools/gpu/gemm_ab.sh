@@ -10,9 +10,7 @@ set -u; cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/onecat-gemm-ab}; mkdir -p "$OUT"; L=$OUT/gemm-ab.log
 . tools/gpu/common.sh
 gpu_env /tmp/site /tmp/onecat-cache
-TREE=$PYTHONPATH
-path_of() { [ "$1" = tree ] && echo "$TREE" || echo "$(ls -d "$PWD/.ab/$1"/packages/*/src | paste -sd:):/tmp/site"; }
-VARIANTS="$(ls .ab 2>/dev/null | grep -v '\.py$' | tr '\n' ' ')tree"
+ab_trees
 {
   machine_info
   echo "variants: $VARIANTS"

@@ -29,9 +29,7 @@ OUT=${OUT:-/tmp/onecat-variants-ab}; mkdir -p "$OUT"; L=$OUT/variants-ab.log
 . tools/gpu/common.sh
 gpu_env /tmp/site /tmp/onecat-cache
 export TOKENIZERS_PARALLELISM=false
-TREE=$PYTHONPATH
-path_of() { [ "$1" = tree ] && echo "$TREE" || echo "$(ls -d "$PWD/.ab/$1"/packages/*/src | paste -sd:):/tmp/site"; }
-VARIANTS="$(ls .ab 2>/dev/null | grep -v '\.py$' | tr '\n' ' ')tree"
+ab_trees
 GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf
 {
   machine_info

@@ -69,51 +69,18 @@ from onecat.kernels.bench import copy_bandwidth, time_sets
 from onecat.kernels.inputs import paged_metadata
 
 import os
-V100_READ_GBPS, V100_TC_TFLOPS, V100_TC_FRACTION = 879.0, 125.0, 0.75  # v100.md
+sys.path.insert(0, "tools/gpu")
+from decode_attention_row import decode_row  # the decode rows (also variants_ab.sh's)
+
+V100_TC_TFLOPS, V100_TC_FRACTION = 125.0, 0.75  # v100.md
 # the same instruction's peak here: prefill's tensor-pipe fraction f = its TFLOP/s / this
 WMMA_PEAK = json.load(open(sys.argv[2]))["wmma_tflops"] if os.path.exists(sys.argv[2]) else None
-ROTATE = 200 << 20  # KV bytes per rotation: > 3x the H200's 60 MB L2
 torch.manual_seed(0)
 dev = "cuda"
 props = torch.cuda.get_device_properties(0)
 copy0 = copy_bandwidth()
 print(f"device copy (read + write): {copy0:.0f} GB/s")
 rows = []
-KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-
-
-def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30):
-    dt = KV[kv]
-    nb = batch * (-(-ctx // bs)) + 4
-    kv_bytes = 2 * nb * bs * hk * d * torch.empty((), dtype=dt).element_size()
-    nsets = max(1, min(8, math.ceil(ROTATE / kv_bytes)))
-    sets = []
-    for i in range(nsets):
-        md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(10 + i), dev)
-        q = torch.randn(batch, hq, d, device=dev).half()
-        x = torch.randn(nb, bs, hk, d, device=dev)
-        kc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, dt)
-        x.normal_()
-        vc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, dt)
-        del x
-        sets.append((q, kc, vc, md, d ** -0.5, None, None) + (() if kv == "f16" else (0.02, 0.02)))
-    sel = ops.registry.select(ops.problem("paged_attention", *sets[0])).provider.name
-    t = time_sets(lambda i: ops.paged_attention(*sets[i]), nsets, iters)
-    got = ops.paged_attention(*sets[0])
-    s0 = sets[0]
-    want = ref.paged_attention(s0[0].float(), ref.kv_dequantize(s0[1], 0.02) if kv != "f16" else s0[1].float(),
-                               ref.kv_dequantize(s0[2], 0.02) if kv != "f16" else s0[2].float(), s0[3], s0[4])
-    err = float((got.double() - want.double()).norm() / want.double().norm())
-    nbytes = 2 * batch * ctx * hk * d * s0[1].element_size()  # K and V bytes the kernel must read
-    med = statistics.median(t) * 1e-6
-    bw = nbytes / med
-    r = dict(kind="decode", kv=kv, batch=batch, ctx=ctx, heads=f"{hq}/{hk}", d=d, block_size=bs, provider=sel,
-             us=med * 1e6, us_min=min(t), us_max=max(t), bytes=nbytes, gbs=bw / 1e9, rel_err=err,
-             v100_projected_us=nbytes / (V100_READ_GBPS * 1e9) * 1e6)
-    del sets, got, want
-    torch.cuda.empty_cache()
-    return r
-
 
 for kv in ("f16", "e4m3"):
     for batch in (4, 16):

@@ -1,7 +1,7 @@
 """Paged decode attention: the route's kernels against an experimental variant, same shapes, same
 run (copy bandwidth measured before and after). The timing and the check against the float reference
-are attention_check.sh's decode_row (sliced out of that script and run with ops.paged_attention bound
-to the variant), so both columns are measured exactly as the #5 table is.
+are the #5 table's (decode_attention_row.decode_row, as attention_check.sh runs it), with the variant
+as the function timed.
 
     python3 tools/gpu/attention_variants.py [--variants "",w2] [--json out.json]
 
@@ -14,41 +14,17 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
-import re
-import statistics
 import sys
-import types
 from pathlib import Path
 
 import torch
 
-from onecat.kernels import attention_ops, ops
-from onecat.kernels import reference as ref
-from onecat.kernels.bench import copy_bandwidth, time_sets
-from onecat.kernels.inputs import paged_metadata
+from decode_attention_row import decode_row
+from onecat.kernels import attention_ops
+from onecat.kernels.bench import copy_bandwidth
 
 SHAPES = [("f16", 4, 8192, 32, 8, 128), ("f16", 4, 16384, 32, 8, 128), ("f16", 16, 8192, 32, 8, 128),
           ("e4m3", 4, 8192, 32, 8, 128), ("e4m3", 4, 16384, 32, 8, 128), ("e5m2", 16, 8192, 32, 8, 128)]
-
-
-def decode_row_source() -> str:
-    text = (Path(__file__).parent / "attention_check.sh").read_text()
-    m = re.search(r"^def decode_row\(.*?^    return r$", text, re.S | re.M)
-    if not m:
-        raise SystemExit("decode_row not found in tools/gpu/attention_check.sh")
-    return m.group(0)
-
-
-def row_fn(variant: str):
-    """decode_row with `ops.paged_attention` bound to `variant` (the registry still names the route)."""
-    shim = types.SimpleNamespace(registry=ops.registry, problem=ops.problem,
-                                 paged_attention=functools.partial(attention_ops.paged_attention, variant=variant))
-    env = dict(torch=torch, math=math, statistics=statistics, ops=shim, ref=ref, time_sets=time_sets,
-               paged_metadata=paged_metadata, dev="cuda", ROTATE=200 << 20, V100_READ_GBPS=879.0,
-               KV={"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2})
-    exec(decode_row_source(), env)
-    return env["decode_row"]
 
 
 def main() -> int:
@@ -60,7 +36,7 @@ def main() -> int:
     rows = []
     for shape in SHAPES:
         for v in args.variants.split(","):
-            r = row_fn(v)(*shape)
+            r = decode_row(*shape, attend=functools.partial(attention_ops.paged_attention, variant=v))
             r["variant"] = v or "route"
             rows.append(r)
     copy = (copy0 + copy_bandwidth()) / 2

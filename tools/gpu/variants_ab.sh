@@ -4,7 +4,7 @@
 # up to +-15% from the next one's (clocks not locked; session 6: the same tree measured 725 and
 # 840 us in two processes). Printed per variant: the graphed decode step (CUDA events) of each run
 # and, less noisy, the kernels' busy time per step from a CUPTI timeline; then each variant's decode
-# attention alone on a few shapes (tools/gpu/attention_check.sh's decode_row).
+# attention alone on a few shapes (tools/gpu/decode_attention_row.py, attention_check.sh's rows).
 #
 # Here, before the call (the variants travel as an ignored folder; ~1 MB each):
 #   bash tools/gpu/variants_ab.sh --prepare REV [REV ...]   # -> .ab/<rev>/packages (git archive)
@@ -46,19 +46,11 @@ GGUF=/tmp/onecat-peers-gguf/smollm2-135m.Q4_1.gguf
     echo "$v llama3-8b q4_0: $(PYTHONPATH=$(path_of "$v") timeout 60 python3 tools/ncu/target.py --shape llama3-8b \
       --weights q4_0 --batch 1 --context 512 --timed 20 --timeline 2 --profiled 0 2>&1 | grep -E "^decode step|^step 1:" | tr '\n' ' ')"
   done
-  # decode attention alone (skipped with ATTN=0): decode_row from attention_check.sh (sliced out of it)
-  [ "${ATTN:-1}" != 0 ] && sed -n '/^def decode_row/,/^    return r$/p' tools/gpu/attention_check.sh > "$OUT/decode_row.py"
+  # decode attention alone (skipped with ATTN=0): the #5 table's rows (tools/gpu/decode_attention_row.py)
   for v in $( [ "${ATTN:-1}" != 0 ] && echo $VARIANTS ); do
-    PYTHONPATH=$(path_of "$v") timeout 90 python3 - "$v" "$OUT/decode_row.py" <<'PYEOF'
-import math, statistics, sys
-import torch
-from onecat.kernels import ops
-from onecat.kernels import reference as ref
-from onecat.kernels.bench import time_sets
-from onecat.kernels.inputs import paged_metadata
-dev, ROTATE, V100_READ_GBPS = "cuda", 200 << 20, 879.0
-KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
-exec(open(sys.argv[2]).read())
+    PYTHONPATH=$(path_of "$v"):tools/gpu timeout 90 python3 - "$v" <<'PYEOF'
+import sys
+from decode_attention_row import decode_row
 for args in [("f16", 1, 512, 9, 3, 64), ("f16", 4, 8192, 32, 8, 128), ("f16", 16, 8192, 32, 8, 128),
              ("e4m3", 4, 16384, 32, 8, 128), ("f16", 8, 16384, 32, 4, 256)]:
     r = decode_row(*args)

@@ -180,6 +180,23 @@ def test_eight_warp_tile_launch(launches, small):
                                                           ("gemm_p_q4_0_m32t", (2, 1, 2), 2)]
 
 
+def test_tile_q4_0_layout(small):
+    """tile_q4_0: chunk c of row r at byte ((r // 64) * K/64 + c // 2) * 2048 + (r % 64) * 32 + (c % 2) * 16
+    of q (the kernel's TL address), its scale at the same offset / 8 of meta; refuses what it cannot tile."""
+    w = random_packed(128, 192, "q4_0", torch.Generator().manual_seed(5))
+    t = gemm_ops.tile_q4_0(w)
+    q, meta, nch = t.q.reshape(-1), t.meta.reshape(-1), 192 // 32
+    for r in (0, 1, 63, 64, 127):
+        for c in range(nch):
+            off = ((r // 64) * (nch // 2) + c // 2) * 2048 + (r % 64) * 32 + (c % 2) * 16
+            assert torch.equal(q[off:off + 16], w.q[r, 16 * c:16 * c + 16])
+            assert torch.equal(meta[off // 8:off // 8 + 2], w.meta[r, 2 * c:2 * c + 2])
+    with pytest.raises(ValueError, match="multiples of 64"):
+        gemm_ops.tile_q4_0(random_packed(80, 192, "q4_0", torch.Generator().manual_seed(5)))
+    with pytest.raises(ValueError, match="needs q4_0"):
+        gemm_ops.tile_q4_0(small["q8_0"])
+
+
 # -- GPU ---------------------------------------------------------------------------------------------
 def _ref(x, w, bias):
     y = x.float().reshape(-1, x.shape[-1]) @ w.dequantize(torch.float32).t()
@@ -238,6 +255,21 @@ def test_every_tile_and_split(kind):
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)
                 assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+
+
+@gpu
+def test_tiled_layout_matches_row_major():
+    """gemm_p_q4_0_<tile>_tl on tile_q4_0's planes: the same products in the same order, so the same
+    bits as the row-major kernel, for every decode tile and split."""
+    for m, n, k in ((17, 128, 1280), (32, 6144, 4096), (64, 192, 640)):
+        x, w, b = _inputs("q4_0", m, n, k, m == 17, SEED + m)
+        t = gemm_ops.tile_q4_0(w)
+        for tile in gemm_ops.GEMM_TL_TILES:
+            for splits in (1, 3, 8):
+                with cuda_ops.poison_outputs():
+                    want = gemm_ops.gemm_launch(x, w, b, tile, splits)
+                    got = gemm_ops.gemm_launch(x, t, b, tile, splits, tiled=True)
+                assert torch.equal(got, want), f"M={m} N={n} K={k} {tile} x{splits}"
 
 
 @gpu

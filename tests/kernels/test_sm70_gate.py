@@ -25,7 +25,7 @@ PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._DECODE_W2.values(),
                                *attention_ops._PREFILL.values()]}
-GEMM = {k.name for k in gemm_ops._GEMM.values()}  # packed GEMM (M > 16), csrc/gemm_packed.cu
+GEMM = {k.name for k in [*gemm_ops._GEMM.values(), *gemm_ops._GEMM_TL.values()]}  # packed GEMM (M > 16)
 TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}
 VECTORIZED = {"rms_norm_v8", "rms_norm_add_v8", "rotary_neox_v8", "rotary_gptj_v8", "silu_and_mul_v8",
               "gelu_tanh_and_mul_v8", "reshape_and_cache_v8", "gemv_f16_m1", "gemv_f16_m16",

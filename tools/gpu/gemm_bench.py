@@ -6,7 +6,10 @@ torch.matmul on an fp16 weight of the same shape (cuBLAS, what a dequantized wei
 Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over weight sets
 > 160 MB so weights come from HBM. Table last.
 
-    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--json out.json]
+    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--tiled] [--json out.json]
+
+--tiled (q4_0): also every decode tile x split on the GEMM-tiled layout (gemm_ops.tile_q4_0: each
+64-row tile's K-step contiguous), output checked bit-equal to the row-major kernel's; column "tiled".
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-variants", action="store_true", help="time only the admitted tile x split")
     ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
+    ap.add_argument("--tiled", action="store_true", help="q4_0: time the GEMM-tiled layout's kernels too")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     t_start = time.time()
@@ -60,6 +64,7 @@ def main() -> int:
             first = packed_gpu(n, k, fmt, gen)
             nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
             ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
+            tws = [gemm_ops.tile_q4_0(w) for w in ws] if args.tiled and fmt == "q4_0" else None
             sub = first.select_rows(slice(0, 256))
             wsub = sub.dequantize(torch.float64)
             for m in ms:
@@ -81,15 +86,28 @@ def main() -> int:
                         timed[f"{tile}x{s}"] = t
                         if t < best[1]:
                             best = (f"{tile}x{s}", t)
+                tbest = ("-", math.nan)
+                if tws is not None:
+                    for tile in gemm_ops.GEMM_TL_TILES:
+                        for s in SPLITS:
+                            want = gemm_ops.gemm_launch(xs[0], ws[0], None, tile, s)
+                            got = gemm_ops.gemm_launch(xs[0], tws[0], None, tile, s, tiled=True)
+                            if not torch.equal(got, want):
+                                raise SystemExit(f"tiled {tile}x{s} differs from row-major on {n}x{k} M={m}")
+                            f = lambda i, tile=tile, s=s: gemm_ops.gemm_launch(xs[i], tws[i], None, tile, s, True)  # noqa: E731
+                            t = statistics.median(time_sets(f, nsets, args.iters))
+                            timed[f"tl_{tile}x{s}"] = t
+                            if not t >= tbest[1]:
+                                tbest = (f"{tile}x{s}", t)
                 cb = cublas[(n, k, m)]
                 flops = 2 * m * n * k
                 rows.append(dict(format=fmt, n=n, k=k, m=m, provider=sel, shape=f"{shape[0]}x{shape[1]}", us=med,
                                  weight_bytes=first.nbytes, gbps=first.nbytes / med / 1e3, tflops=flops / med / 1e6,
                                  cublas_us=cb, cublas_tflops=flops / cb / 1e6, vs_cublas=cb / med, best=best[0],
-                                 best_us=best[1], variants=timed, rel_err=err, finite=finite))
+                                 best_us=best[1], tiled=tbest[0], tiled_us=tbest[1], variants=timed, rel_err=err, finite=finite))
                 print({k_: v for k_, v in rows[-1].items() if k_ != "variants"}, flush=True)
                 del xs
-            del ws, first, sub, wsub
+            del ws, tws, first, sub, wsub
             torch.cuda.empty_cache()
     resident = {f: gemm_ops.gemm_slots(f, torch.device("cuda"))[1] for f in args.formats.split(",")}
     if args.json:
@@ -100,16 +118,18 @@ def main() -> int:
     print("us: median device time per call (CUDA events behind a queued sleep, weights rotated > 160 MB); "
           "GB/s: packed weight bytes / us; TFLOP/s: 2MNK / us; cuBLAS: torch fp16 matmul on an [N, K] fp16 weight; "
           "x cuBLAS = cuBLAS us / ours (> 1: faster); route = tile x K-splits gemm_ops.gemm_shape picks; "
-          "best = fastest tile x splits timed")
+          "best = fastest tile x splits timed; tiled = fastest on the GEMM-tiled q4_0 layout (--tiled)")
     head = (f"{'fmt':<5} {'N x K':<11} {'M':>4} {'provider':<15} {'route':<8} {'us':>8} {'GB/s':>6} {'TFLOP/s':>7} "
-            f"{'cuBLAS us':>9} {'TFLOP/s':>7} {'x cuBLAS':>8} {'best':<8} {'best us':>8} {'rel err':>8}")
+            f"{'cuBLAS us':>9} {'TFLOP/s':>7} {'x cuBLAS':>8} {'best':<8} {'best us':>8} {'tiled':<8} {'tl us':>7} "
+            f"{'rel err':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['format']:<5} {str(r['n']) + 'x' + str(r['k']):<11} {r['m']:>4} {r['provider']:<15} {r['shape']:<8} "
               f"{r['us']:>8.1f} {r['gbps']:>6.0f} {r['tflops']:>7.1f} {r['cublas_us']:>9.1f} "
               f"{r['cublas_tflops']:>7.1f} "
-              f"{r['vs_cublas']:>8.2f} {r['best']:<8} {r['best_us']:>8.1f} {r['rel_err']:>8.1e}"
+              f"{r['vs_cublas']:>8.2f} {r['best']:<8} {r['best_us']:>8.1f} {r['tiled']:<8} {r['tiled_us']:>7.1f} "
+              f"{r['rel_err']:>8.1e}"
               f"{'' if r['finite'] else ' NaN!'}")
     return 0
 

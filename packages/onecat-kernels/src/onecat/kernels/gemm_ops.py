@@ -44,6 +44,21 @@ WIDE_MIN_N = 16384
 GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
+# The decode tiles on the GEMM-tiled q4_0 layout (tile_q4_0): an experiment gemm_bench --tiled times
+GEMM_TL_TILES = ("m32", "m64", "m32w", "m32t")
+_GEMM_TL = {t: Kernel("gemm_packed.cu", f"gemm_p_q4_0_{t}_tl", "ppppppppiiiii") for t in GEMM_TL_TILES}
+
+
+def tile_q4_0(w: PackedWeight) -> PackedWeight:
+    """A q4_0 PackedWeight's planes re-laid out so each 64-row tile's 64-weight K-step is contiguous:
+    q [N/64][K/64][64][32 B], meta [N/64][K/64][64][4 B] (csrc/gemm_packed.cu, TL = 1). Only
+    gemm_launch(..., tiled=True) reads it."""
+    n, k = w.shape
+    if w.kind != "q4_0" or n % 64 or k % 64:
+        raise ValueError(f"tile_q4_0: {w.kind} [{n}, {k}]: needs q4_0 with N and K multiples of 64")
+    q = w.q.view(n // 64, 64, k // 64, 32).permute(0, 2, 1, 3).contiguous().view(n, k // 2)
+    meta = w.meta.view(n // 64, 64, k // 64, 4).permute(0, 2, 1, 3).contiguous().view(n, k // 16)
+    return PackedWeight("q4_0", w.shape, q, meta, None, w.group_size)
 
 
 # Blocks of each GEMM tile resident per SM on a V100 (96 KB shared memory, 64K registers): the
@@ -95,8 +110,9 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     return tile, splits
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
-    """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty)."""
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False):
+    """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
+    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
@@ -116,7 +132,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int):
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        _launch(_GEMM[(weight.kind, tile)], (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
+        _launch(_GEMM_TL[tile] if tiled else _GEMM[(weight.kind, tile)], (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, device=x.device)
     return out

@@ -101,7 +101,11 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
 }
 
 // WARPS_M x WARPS_N warps; K-steps of BK (64: two 32-weight chunks per W row, 128: four).
-template <int F, int BM, int BN, int STAGES, int PD, int WARPS_M, int WARPS_N, int BK>
+// TL = 1: W in the GEMM-tiled layout (q4_0 only, N % 64 == 0, K % 64 == 0; gemm_ops.tile_q4_0):
+// q [N/64][K/64][64 rows][2 chunks][16 B], meta [N/64][K/64][64][2] fp16, so one 64-row tile's
+// K-step is 2 KB (+ 256 B of scales) of consecutive bytes instead of 64 rows x 32 B scattered 2 KB
+// apart (an experiment: is the row-major walk's DRAM locality what holds the GEMM at 12-21% of copy?).
+template <int F, int BM, int BN, int STAGES, int PD, int WARPS_M, int WARPS_N, int BK, int TL = 0>
 __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__ x,
                             const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
@@ -112,6 +116,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   static_assert(WPT * THREADS * 32 == BN * BK && (WPT == 1 || WPT == 2), "whole W chunks per thread");
   static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0, "warp tiles of 16-row / 16-column fragments");
   static_assert((BK == 64 || BK == 128) && (PD == 1 || PD == 2), "K-step of 2 or 4 chunks; prefetch depth 1 or 2");
+  static_assert(TL == 0 || F == F_Q4_0, "the tiled layout is a q4_0 experiment");
   using SM = GemmSmem<BM, BN, STAGES, BK>;
   constexpr int GM_LD = SM::LD;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 16;
@@ -131,7 +136,14 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
 #pragma unroll
   for (int j = 0; j < WPT; ++j)
   {
-    row_planes<F>(q, qh, meta, (i64)min(n0 + wr + j * (THREADS / CPR), N - 1), nch, gchunks, rq[j], rqh[j], rmeta[j]);
+    const i64 row = min(n0 + wr + j * (THREADS / CPR), N - 1);
+    if constexpr (TL) {  // the row's place in its 64-row tile's K-steps (2 KB of q, 256 B of meta each)
+      rq[j] = q + (row >> 6) * (nch >> 1) * 2048 + (row & 63) * 32;
+      rmeta[j] = meta + (row >> 6) * (nch >> 1) * 256 + (row & 63) * 4;
+      rqh[j] = qh;
+    } else {
+      row_planes<F>(q, qh, meta, row, nch, gchunks, rq[j], rqh[j], rmeta[j]);
+    }
     pin_pointer(rq[j]);
     pin_pointer(rmeta[j]);
     if constexpr (F == F_Q6_K) pin_pointer(rqh[j]);
@@ -177,8 +189,17 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   };
   auto fetch = [&](Regs& r, int st) {  // packed W chunks and x pieces of step st -> registers
     const int c = min(CPR * st + wj, nch - 1);  // past the last chunk: loaded, then zeroed by stash
+    if constexpr (TL) {  // chunk c of the row: K-step c / 2, half c % 2
+      const unsigned off = ((unsigned)c >> 1) << 11 | ((unsigned)c & 1u) << 4;
 #pragma unroll
-    for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], rq[j], rqh[j], rmeta[j], 0, c, nch, gchunks);
+      for (int j = 0; j < WPT; ++j) {
+        r.ck[j].w[0] = __ldg(reinterpret_cast<const uint4*>(rq[j] + off));
+        r.ck[j].meta.x = __ldg(reinterpret_cast<const unsigned short*>(rmeta[j] + (off >> 3)));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < WPT; ++j) load_chunk<F>(r.ck[j], rq[j], rqh[j], rmeta[j], 0, c, nch, gchunks);
+    }
 #pragma unroll
     for (int i = 0; i < XV; ++i)
       r.xr[i] = __ldg(reinterpret_cast<const uint4*>(x + xo[i] + min(st * BK, xcap[i])));
@@ -364,6 +385,15 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
     gemm_packed<F, BM, BN, ST, PD, WM, WN, BK>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, \
                                                steps_per_split);                                      \
   }
+// gemm_p_q4_0_<tile>_tl: the decode tiles on the GEMM-tiled q4_0 layout (TL above; gemm_bench --tiled).
+#define GEMM_PACKED_TL(TILE, BM, BN, ST, PD, WM, WN, BK)                                                 \
+  extern "C" __global__ void __launch_bounds__(32 * WM * WN) gemm_p_q4_0_##TILE##_tl(                \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                 \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,    \
+      int K, int gchunks, int steps_per_split) {                                                      \
+    gemm_packed<F_Q4_0, BM, BN, ST, PD, WM, WN, BK, 1>(out, x, q, qh, meta, bias, ws, counters, M, N, K, \
+                                                       gchunks, steps_per_split);                     \
+  }
 // m32t: the m32 tile in 8 warps (2 x 4, one 16 x 16 fragment each) walking K in steps of 128, one
 // chunk per thread as in m32, one stage (two stages of 128-wide steps exceed 48 KB of static shared
 // memory): twice the warps per block to hide the K walk's latency. An experiment for the
@@ -382,3 +412,7 @@ GEMM_PACKED_ALL(q8_0, F_Q8_0)
 GEMM_PACKED_ALL(q4_k, F_Q4_K)
 GEMM_PACKED_ALL(q6_k, F_Q6_K)
 GEMM_PACKED_ALL(awq, F_AWQ)
+GEMM_PACKED_TL(m32, 32, 64, 2, 2, 2, 2, 64)
+GEMM_PACKED_TL(m64, 64, 64, 2, 2, 2, 2, 64)
+GEMM_PACKED_TL(m32w, 32, 128, 2, 2, 2, 2, 64)
+GEMM_PACKED_TL(m32t, 32, 64, 1, 2, 2, 4, 128)

@@ -32,6 +32,7 @@
 //    [z P, (z + 1) P), writes its FP32 tile to ws[z], and the last block of the tile to arrive
 //    (a per-tile counter, zeroed by the caller) sums ws[0..S-1] in that fixed order (deterministic),
 //    adds the bias and writes FP16. One launch.
+#include "gemm_epilogue.cuh"
 #include "packed_formats.cuh"
 #include "wmma.cuh"
 
@@ -78,28 +79,6 @@ struct GemmSmem {
   static constexpr int BYTES = AB > C ? AB : C;
 };
 
-// 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
-ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const float (&v)[8],
-                              const __half* __restrict__ bias) {
-  if ((N & 7) == 0) {
-    Half8 h;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float a = v[2 * i], b = v[2 * i + 1];
-      if (bias) {
-        a += __half2float(bias[gn + 2 * i]);
-        b += __half2float(bias[gn + 2 * i + 1]);
-      }
-      h.h2[i] = __floats2half2_rn(a, b);
-    }
-    *reinterpret_cast<uint4*>(orow + gn) = h.u;
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (gn + e < N) orow[gn + e] = __float2half_rn(bias ? v[e] + __half2float(bias[gn + e]) : v[e]);
-  }
-}
-
 // WARPS_M x WARPS_N warps; K-steps of BK (64: two 32-weight chunks per W row, 128: four).
 // TL = 1: W in the GEMM-tiled layout (q4_0 only, N % 64 == 0, K % 64 == 0; gemm_ops.tile_q4_0):
 // q [N/64][K/64][64 rows][2 chunks][16 B], meta [N/64][K/64][64][2] fp16, so one 64-row tile's
@@ -121,7 +100,6 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
   constexpr int GM_LD = SM::LD;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 16;
   constexpr int XV = BM * BK / 8 / THREADS;  // 16-byte pieces of x per thread and step
-  constexpr int NV = BN / 8;                       // 8-column groups of an output row
   __shared__ __align__(128) unsigned char smem[SM::BYTES];
   __shared__ unsigned last_block;
   __half* sh = reinterpret_cast<__half*>(smem);
@@ -296,83 +274,7 @@ __device__ void gemm_packed(__half* __restrict__ out, const __half* __restrict__
       for (int fn = 0; fn < FN; ++fn)
         wmma_store_d_row_shared(cs + (wm * WTM + fm * 16) * SM::C_LD + wn * WTN + fn * 16, acc[fm][fn], SM::C_LD);
   __syncthreads();
-  const int S = gridDim.z;
-  if (S == 1) {
-    for (int idx = t; idx < BM * NV; idx += THREADS) {
-      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-      if (gm >= M || gn >= N) continue;
-      float v[8];
-      const float4 lo = *reinterpret_cast<const float4*>(cs + ml * SM::C_LD + (idx % NV) * 8);
-      const float4 hi = *reinterpret_cast<const float4*>(cs + ml * SM::C_LD + (idx % NV) * 8 + 4);
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-      store_out8(out + (i64)gm * N, gn, N, v, bias);
-    }
-    return;
-  }
-  // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
-  const i64 MN = (i64)M * N;
-  float* part = ws + blockIdx.z * MN;
-  for (int idx = t; idx < BM * NV; idx += THREADS) {
-    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-    if (gm >= M || gn >= N) continue;
-    const float* src = cs + ml * SM::C_LD + (idx % NV) * 8;
-    float* dst = part + (i64)gm * N + gn;
-    if ((N & 7) == 0) {
-      reinterpret_cast<float4*>(dst)[0] = *reinterpret_cast<const float4*>(src);
-      reinterpret_cast<float4*>(dst)[1] = *reinterpret_cast<const float4*>(src + 4);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (gn + e < N) dst[e] = src[e];
-    }
-  }
-  __threadfence();
-  __syncthreads();
-  if (t == 0) {
-    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-    const bool last = atomicAdd(counters + tile, 1u) == (unsigned)S - 1;
-    if (last) counters[tile] = 0;  // leave the counter as found
-    last_block = last;
-  }
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  for (int idx = t; idx < BM * NV; idx += THREADS) {
-    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-    if (gm >= M || gn >= N) continue;
-    float v[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] = 0.f;
-    // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
-    // issued before their adds (one L2 round trip per ZB splits, not one per split).
-    constexpr int ZB = 8;
-    for (int z0 = 0; z0 < S; z0 += ZB) {
-      if ((N & 7) == 0) {
-        float4 lo[ZB], hi[ZB];
-#pragma unroll
-        for (int u = 0; u < ZB; ++u)
-          if (z0 + u < S) {
-            const float4* src = reinterpret_cast<const float4*>(ws + (z0 + u) * MN + (i64)gm * N + gn);
-            lo[u] = __ldcg(src);
-            hi[u] = __ldcg(src + 1);
-          }
-#pragma unroll
-        for (int u = 0; u < ZB; ++u)
-          if (z0 + u < S) {
-            v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
-            v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
-          }
-        continue;
-      }
-      for (int z = z0; z < min(S, z0 + ZB); ++z) {
-        const float* src = ws + z * MN + (i64)gm * N + gn;
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (gn + e < N) v[e] += __ldcg(src + e);
-      }
-    }
-    store_out8(out + (i64)gm * N, gn, N, v, bias);
-  }
+  gemm_epilogue<BM, BN, SM::C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
 }
 
 // gemm_p_<fmt>_<tile>: tile m32 / m64 / m128 = BM rows of x per block (gemm_ops.GEMM_TILES: BM, BN,

@@ -1,0 +1,113 @@
+// gemm_epilogue.cuh: the end of a packed GEMM block (gemm_packed.cu, gemm_rd.cu): its BM x BN fp32
+// tile staged in shared memory -> FP16 out (+ bias), or with split-K (gridDim.z = S > 1) the split's
+// FP32 partial to ws[z] and, in the tile's last block to arrive (a per-tile counter the caller keeps
+// zeroed; that block re-arms it), the sum of ws[0..S-1] in that fixed order (deterministic).
+#pragma once
+#include "common.cuh"
+
+// 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
+ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const float (&v)[8],
+                              const __half* __restrict__ bias) {
+  if ((N & 7) == 0) {
+    Half8 h;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float a = v[2 * i], b = v[2 * i + 1];
+      if (bias) {
+        a += __half2float(bias[gn + 2 * i]);
+        b += __half2float(bias[gn + 2 * i + 1]);
+      }
+      h.h2[i] = __floats2half2_rn(a, b);
+    }
+    *reinterpret_cast<uint4*>(orow + gn) = h.u;
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (gn + e < N) orow[gn + e] = __float2half_rn(bias ? v[e] + __half2float(bias[gn + e]) : v[e]);
+  }
+}
+
+// cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x.
+template <int BM, int BN, int C_LD, int THREADS>
+ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
+                                 float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
+                                 int t, unsigned& last_block) {
+  constexpr int NV = BN / 8;  // 8-column groups of an output row
+  const int S = gridDim.z;
+  if (S == 1) {
+    for (int idx = t; idx < BM * NV; idx += THREADS) {
+      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      float v[8];
+      const float4 lo = *reinterpret_cast<const float4*>(cs + ml * C_LD + (idx % NV) * 8);
+      const float4 hi = *reinterpret_cast<const float4*>(cs + ml * C_LD + (idx % NV) * 8 + 4);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      store_out8(out + (i64)gm * N, gn, N, v, bias);
+    }
+    return;
+  }
+  // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
+  const i64 MN = (i64)M * N;
+  float* part = ws + blockIdx.z * MN;
+  for (int idx = t; idx < BM * NV; idx += THREADS) {
+    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+    if (gm >= M || gn >= N) continue;
+    const float* src = cs + ml * C_LD + (idx % NV) * 8;
+    float* dst = part + (i64)gm * N + gn;
+    if ((N & 7) == 0) {
+      reinterpret_cast<float4*>(dst)[0] = *reinterpret_cast<const float4*>(src);
+      reinterpret_cast<float4*>(dst)[1] = *reinterpret_cast<const float4*>(src + 4);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (gn + e < N) dst[e] = src[e];
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) {
+    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const bool last = atomicAdd(counters + tile, 1u) == (unsigned)S - 1;
+    if (last) counters[tile] = 0;  // leave the counter as found
+    last_block = last;
+  }
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  for (int idx = t; idx < BM * NV; idx += THREADS) {
+    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+    if (gm >= M || gn >= N) continue;
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = 0.f;
+    // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
+    // issued before their adds (one L2 round trip per ZB splits, not one per split).
+    constexpr int ZB = 8;
+    for (int z0 = 0; z0 < S; z0 += ZB) {
+      if ((N & 7) == 0) {
+        float4 lo[ZB], hi[ZB];
+#pragma unroll
+        for (int u = 0; u < ZB; ++u)
+          if (z0 + u < S) {
+            const float4* src = reinterpret_cast<const float4*>(ws + (z0 + u) * MN + (i64)gm * N + gn);
+            lo[u] = __ldcg(src);
+            hi[u] = __ldcg(src + 1);
+          }
+#pragma unroll
+        for (int u = 0; u < ZB; ++u)
+          if (z0 + u < S) {
+            v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
+            v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
+          }
+        continue;
+      }
+      for (int z = z0; z < min(S, z0 + ZB); ++z) {
+        const float* src = ws + z * MN + (i64)gm * N + gn;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (gn + e < N) v[e] += __ldcg(src + e);
+      }
+    }
+    store_out8(out + (i64)gm * N, gn, N, v, bias);
+  }
+}

@@ -129,6 +129,28 @@ def test_gemm_shape():
     assert gemm_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, gemm_ops.GEMM_V100_RESIDENT)
 
 
+def test_gemm_shape_register_direct():
+    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows) / r64 up to 64 rows, at most RD_MAX_SPLITS
+    splits, each >= 4 K-steps of 128, no second wave; beyond 64 rows the shared-memory tiles."""
+    h200 = {"m32": 4, "m64": 3, "m128": 2, "m32w": 4, "m64w": 2, "r32": 3, "r32w": 2, "r64": 2}
+    rd = dict(rd=True)
+    assert gemm_ops.gemm_shape(32, 6144, 4096, 132, h200, **rd) == ("r32", 4)  # the H200's best (s11)
+    assert gemm_ops.gemm_shape(32, 4096, 4096, 132, h200, **rd) == ("r32", 4)
+    assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
+    assert gemm_ops.gemm_shape(17, 4096, 14336, 132, h200, **rd) == ("r32", 4)
+    assert gemm_ops.gemm_shape(64, 6144, 4096, 132, h200, **rd) == ("r64", 2)
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r64", 1)
+    assert gemm_ops.gemm_shape(40, 4096, 512, 132, h200, **rd) == ("r64", 1)  # 4 K-steps: no split
+    assert gemm_ops.gemm_shape(65, 4096, 4096, 132, h200, **rd)[0] not in gemm_ops.RD_TILES
+    for m in range(17, 65):
+        for n, k in ((80, 128), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
+            tile, s = gemm_ops.gemm_shape(m, n, k, 132, h200, **rd)
+            t = gemm_ops.RD_TILES[tile]
+            assert m <= t.bm and (t.bm == 64) == (m > 32) and (t.bn == 128) == (m <= 32 and n >= 16384)
+            assert 1 <= s <= gemm_ops.RD_MAX_SPLITS and (s == 1 or k // t.bk >= 4 * s)
+            assert s == 1 or s * -(-n // t.bn) * -(-m // t.bm) <= 132 * h200[tile]
+
+
 @pytest.fixture
 def launches(monkeypatch):
     calls = []
@@ -255,6 +277,55 @@ def test_every_tile_and_split(kind):
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)
                 assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
+                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+def test_register_direct_tiles():
+    """gemm_rd_q4_0_<tile> against the float reference: M up to the tile's rows (ragged), N not a
+    multiple of the tile (128 / 64) nor of 8, K from one step to 4096, bias, splits incl. uneven."""
+    for m, n, k, bias in ((17, 72, 256, True), (32, 4096, 4096, False), (25, 200, 1280, True), (64, 83, 768, False),
+                          (40, 6144, 4096, True), (33, 136, 256, False)):
+        x, w, b = _inputs("q4_0", m, n, k, bias, SEED + m + n)
+        ref = _ref(x, w, b)
+        for tile, t in gemm_ops.RD_TILES.items():
+            if m > t.bm or k % t.bk:
+                continue
+            for splits in (1, 3, 8):
+                with cuda_ops.poison_outputs():
+                    got = gemm_ops.gemm_launch(x, w, b, tile, splits)
+                err = _err(got, ref)
+                assert err <= TOL, f"M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+    x, w, _ = _inputs("q4_0", 20, 64, 384, False, SEED)
+    with pytest.raises(ValueError, match="K % 256"):
+        gemm_ops.gemm_launch(x, w, None, "r32k2", 1)
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
+                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+def test_register_direct_route():
+    """ops.linear on q4_0 with 17..64 rows and K % 128 == 0 takes the register-direct tiles (split-K and
+    CUDA-graph replay included); K % 128 != 0 keeps the shared-memory tiles."""
+    for m, n, k in ((17, 200, 128), (32, 4096, 4096), (48, 16448, 1024), (64, 4096, 14336), (20, 96, 1056)):
+        x, w, b = _inputs("q4_0", m, n, k, m == 48, SEED + m)
+        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", x.device), rd=gemm_ops.rd_fits("q4_0", k, x.device))
+        assert (tile in gemm_ops.RD_TILES) == (k % 128 == 0), (m, n, k, tile)
+        with cuda_ops.poison_outputs():
+            got = ops.linear(x, w, b)
+        err = _err(got, _ref(x, w, b))
+        assert err <= TOL, f"M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+    x, w, b = _inputs("q4_0", 32, 4096, 4096, True, SEED)
+    g = torch.cuda.CUDAGraph()
+    ops.linear(x, w, b)
+    with torch.cuda.graph(g):
+        out = ops.linear(x, w, b)
+    for i in range(2):  # the split-K counters re-arm under replay
+        x.copy_(torch.randn(32, 4096, generator=torch.Generator().manual_seed(SEED + i)).half())
+        g.replay()
+        torch.cuda.synchronize()
+        assert _err(out, _ref(x, w, b)) <= TOL
 
 
 @gpu

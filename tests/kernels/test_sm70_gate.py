@@ -141,6 +141,29 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
         assert int(reg) == compiled(source, 70).usage[name]["registers"], name
 
 
+RD = {k.name for k in gemm_ops._RD.values()}  # register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu)
+
+
+def test_register_direct_gemm_is_sm80_only(tmp_path):
+    """gemm_rd_* use mma.sync m16n8k16 (sm_80+); their sm_70 build only traps (gemm_ops never admits
+    them below RD_MIN_CAPABILITY: the V100 keeps gemm_packed.cu). On sm_90: HMMA.16816 with FP32
+    accumulation, 128-bit shared loads of x, 128-bit loads of W, two 128-thread blocks per SM of
+    registers."""
+    sm70 = _sass("gemm_rd.cu", str(tmp_path))
+    assert set(sm70) == RD and gemm_ops.RD_MIN_CAPABILITY == (8, 0)
+    for name, body in sm70.items():
+        assert "HMMA" not in body and "BPT.TRAP" in body, name
+    path = tmp_path / "gemm_rd.sm_90.cubin"
+    c = compiled("gemm_rd.cu", 90)
+    path.write_bytes(c.cubin)
+    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    for chunk in re.split(r"\n\s*Function : ", text)[1:]:
+        name, _, body = chunk.partition("\n")
+        assert "HMMA.16816.F32" in body and "LDS.128" in body and "LDG.E.128" in body, name
+        assert 2 * 128 * c.usage[name.strip()]["registers"] <= 65536, (name, c.usage[name.strip()])
+
+
 def test_attention_kernels_fit_volta():
     """Paged attention on sm_70: two 128-thread blocks per SM fit Volta's 64K registers and 96 KB of
     shared memory (static shared memory only: no dynamic opt-in needed below 48 KB)."""

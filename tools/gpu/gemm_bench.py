@@ -29,8 +29,10 @@ SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, g
 SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
 
 
-def variants(m: int):
+def variants(m: int, k: int, rd: bool):
     tiles = list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
+    if rd:  # the register-direct q4_0 tiles (sm_80+)
+        tiles += [t for t, tile in gemm_ops.RD_TILES.items() if m <= tile.bm and k % tile.bk == 0]
     return [(t, s) for t in tiles for s in SPLITS]
 
 
@@ -76,11 +78,18 @@ def main() -> int:
                 err = float((y[:, :sub.shape[0]].double() - want).norm() / want.norm())
                 finite = bool(torch.isfinite(y).all())
                 med = statistics.median(time_sets(lambda i: ops.linear(xs[i], ws[i]), nsets, args.iters))
-                shape = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(fmt, xs[0].device))
+                shape = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(fmt, xs[0].device),
+                                            rd=gemm_ops.rd_fits(fmt, k, xs[0].device))
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
-                    for tile, s in variants(m):
+                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device)):
+                        if tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
+                            with cuda_ops.poison_outputs():
+                                yr = gemm_ops.gemm_launch(xs[0], ws[0], None, tile, s)
+                            e = float((yr[:, :sub.shape[0]].double() - want).norm() / want.norm())
+                            if not e <= 1e-2:
+                                raise SystemExit(f"{tile}x{s} on {n}x{k} M={m}: rel err {e:.3g}")
                         f = lambda i, tile=tile, s=s: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, s)  # noqa: E731
                         t = statistics.median(time_sets(f, nsets, args.iters))
                         timed[f"{tile}x{s}"] = t

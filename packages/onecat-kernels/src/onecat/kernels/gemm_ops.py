@@ -44,6 +44,25 @@ WIDE_MIN_N = 16384
 GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
+# Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
+# x through shared memory): rows x features per block, K per step (K % bk == 0).
+RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128),
+            "r32k2": GemmTile(32, 64, 2, 256), "r32wk2": GemmTile(32, 128, 2, 256)}
+RD_MIN_CAPABILITY = (8, 0)
+RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
+_RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii") for t in RD_TILES}
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(idx: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(idx)
+
+
+def rd_fits(kind: str, k: int, device: torch.device) -> bool:
+    """Whether the register-direct kernels take this matrix on this device (q4_0, K % 128, sm_80+)."""
+    return kind == "q4_0" and k % 128 == 0 and device.type == "cuda" and _capability(cuda_index(device)) >= RD_MIN_CAPABILITY
+
+
 # The decode tiles on the GEMM-tiled q4_0 layout (tile_q4_0): an experiment gemm_bench --tiled times
 GEMM_TL_TILES = ("m32", "m64", "m32w", "m32t")
 _GEMM_TL = {t: Kernel("gemm_packed.cu", f"gemm_p_q4_0_{t}_tl", "ppppppppiiiii") for t in GEMM_TL_TILES}
@@ -74,17 +93,20 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     idx = cuda_index(device)
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
-    for tile in GEMM_TILES:
+    kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
+    if rd_fits(kind, 128, device):
+        kernels.update(_RD)
+    for tile, kern in kernels.items():
         n = ctypes.c_int()
         with torch.cuda.device(idx):
-            fn = _GEMM[(kind, tile)].function(idx)  # compiles / loads the module once
-            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn,
-                                                                       GEMM_TILES[tile].threads, 0)
-        resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT[tile]
+            fn = kern.function(idx)  # compiles / loads the module once
+            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads, 0)
+        resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT.get(tile, 2)
     return sms, resident
 
 
-def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None = None) -> tuple[str, int]:
+def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None = None,
+               rd: bool = False) -> tuple[str, int]:
     """(tile, K splits) of the packed GEMM for x[m, k] @ W[n, k]^T on `sms` SMs holding
     `resident[tile]` blocks each (tools/gpu/gemm_bench.py times every tile x split on the llama3-8b
     matrices; on the H200 this pick was within ~5% of the best one timed, all but one shape).
@@ -93,8 +115,16 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     matrices of >= WIDE_MIN_N rows, their 128-feature twins m32w / m64w. Splits: a block's K
     walk is a chain of dependent loads, so when the tiles leave resident slots empty (decode
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
-    slots // tiles, at most 8, each split keeping >= 4 K-steps."""
+    slots // tiles, at most 8, each split keeping >= 4 K-steps.
+    rd (q4_0 on sm_80+, K % 128 == 0: rd_fits): up to 64 rows the register-direct tiles, r32 / r32w
+    (N >= WIDE_MIN_N) / r64, splits as above but at most RD_MAX_SPLITS (H200, s11: 30-43% below the
+    shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices)."""
     res = resident or GEMM_V100_RESIDENT
+    if rd and m <= 64:
+        tile = "r64" if m > 32 else "r32w" if n >= WIDE_MIN_N else "r32"
+        blocks = -(-n // RD_TILES[tile].bn) * -(-m // RD_TILES[tile].bm)
+        slots = sms * res.get(tile, 2)
+        return tile, max(1, min(RD_MAX_SPLITS, (k // RD_TILES[tile].bk) // 4, slots // blocks))
     ntiles = -(-n // 64)
     if m <= 32:
         tile = "m32"
@@ -110,6 +140,10 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     return tile, splits
 
 
+def _tile(name: str) -> GemmTile:
+    return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
+
+
 def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl)."""
@@ -118,8 +152,11 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     if m * k >= 1 << 31:  # the kernel offsets x in int32
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
     out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0):
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} "
+                         f"(needs q4_0, K % {RD_TILES[tile].bk} == 0, sm_80+)")
     if m:
-        t = GEMM_TILES[tile]
+        t = _tile(tile)
         steps = -(-k // t.bk)
         per = -(-steps // max(1, min(splits, steps)))
         splits = -(-steps // per)
@@ -132,7 +169,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        _launch(_GEMM_TL[tile] if tiled else _GEMM[(weight.kind, tile)], (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
+        kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
+        _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, device=x.device)
     return out
@@ -142,7 +180,8 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
     """M > 16 rows of x against a PackedWeight: dequantize tiles into shared memory, tensor cores."""
     k = x.shape[-1]
     m = x.numel() // k
-    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device))
+    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device),
+                              rd=rd_fits(weight.kind, k, x.device))
     return gemm_launch(x, weight, bias, tile, splits)
 
 

@@ -1,0 +1,256 @@
+// gemm_rd.cu: the decode-batch packed GEMM with the weights dequantized straight into tensor-core
+// fragments (register-direct): y[M, N] = x[M, K] @ W[N, K]^T (+ bias), M <= BM rows per block (32 or
+// 64), q4_0 PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0. FP16 in
+// and out, FP32 accumulation. sm_80+ (mma.sync m16n8k16); gemm_ops admits it on those GPUs only.
+//
+// Why: gemm_packed.cu stores every dequantized weight to shared memory as fp16 and each warp reads
+// its fragments back (wmma): ~18 shared-memory bytes per packed weight byte at M = 32, and ncu shows
+// that kernel bound by L1/TEX throughput (85%) with DRAM at 13-19%. Here only x goes through shared
+// memory; W goes global -> registers -> dequantized in registers -> MMA operand (~5 B per byte).
+// H200 (s11, llama3-8b q4_0 matrices, M = 32): 30-43% less time than the shared-memory tiles, gate_up
+// 75 -> 43 us; ncu: 11.1M instructions instead of 18.6M, now waiting on its loads (long scoreboard) at
+// 2 blocks per SM. A cp.async pipeline feeding the same math (tried: 124 registers, stages in dynamic
+// shared memory) was no faster: its per-step copies of x cost more instructions than it saved.
+//
+//  * Block: 4 warps side by side in N; a warp owns NB blocks of 8 output features (BN = 32 NB) and all
+//    BM rows (MT = BM / 16 row tiles), walking K in steps of BK = 128 KS (4 KS chunks per W row: each
+//    row's step is 64 KS contiguous bytes; s11's tiled-layout experiment showed the row-major walk's
+//    DRAM locality mattering).
+//  * Lane (g = lane / 4, q = lane % 4) of n8 block b holds W row n0 + 8b + g: its chunks KS q ..
+//    KS q + KS - 1 of the step (16-byte loads; the 4 lanes of a row read the step contiguously), real
+//    k 32 KS q .. 32 KS (q + 1) - 1, and their fp16 scales. Each half chunk (16 weights = 8 fp16 pairs:
+//    gemv_packed.cu's LOP3 + HFMA2 trick giving q - 8 exactly, then one HMUL2 by d, the correctly
+//    rounded weight as in gemm_packed.cu) is the B operand of four k16 MMAs: slice s takes pairs
+//    (2s, 2s + 1) as (b0 b1, b2 b3). The MMA's k order is thus permuted (slice s, lane q, position
+//    2q + r / 2q + 8 + r = the lane's k + 4s + r / + 2 + r) and the A operands follow it.
+//  * x: the step's BM x BK tile in shared memory in A-operand order (one 16-byte load per slice and
+//    row tile, see the layout note below), loaded into registers PDX steps ahead (two 8-byte loads per
+//    16-byte slot) and stored into one of two stages: one barrier per step. W: PDW steps ahead, a ring
+//    of PDW + 1 register sets. Rows past M read row M - 1 (never written out), W rows past N row N - 1.
+//  * Epilogue (gemm_epilogue.cuh): accumulators staged in shared memory, FP16 out or split-K partials
+//    merged by the tile's last block (fixed order).
+#include "gemm_epilogue.cuh"
+#include "packed_formats.cuh"
+
+// D += A (16 x 16, row) . B (16 x 8, col), fp16 in, fp32 accumulate: a = {(g, 2q..), (g + 8, 2q..),
+// (g, 2q + 8..), (g + 8, 2q + 8..)}, b = {k 2q.., k 2q + 8..} of column g; d = {(g, 2q), (g, 2q + 1),
+// (g + 8, 2q), (g + 8, 2q + 1)}.
+ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                             unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // no m16n8k16 before sm_80: gemm_ops never launches these kernels there
+#endif
+}
+
+ONECAT_DEVICE unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
+
+// (v & mask) | 0x64006400 as one LOP3 (the constant in a register: NVRTC otherwise emits two).
+ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
+  unsigned d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(v), "r"(mask), "r"(magic));
+  return d;
+}
+
+// One 32-bit word of q4_0 nibbles (8 weights) times the block scale d: 4 fp16 pairs, weights (0,1) ..
+// (6,7). (1024 + q) - 1032 and (1024 + 16 q) / 16 - 72 are q - 8 exactly; one HMUL2 by d rounds the
+// exact product once (the weight gemm_packed.cu and the reference compute).
+ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p)[4]) {
+  const unsigned v2 = v >> 8;
+  const __half2 one = h2c(1.f), shi = h2c(1.f / 16.f), nlo = h2c(-1032.f), nhi = h2c(-72.f);
+  p[0] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic)), one, nlo), d));
+  p[1] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic)), shi, nhi), d));
+  p[2] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic)), one, nlo), d));
+  p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), shi, nhi), d));
+}
+
+// MT row tiles of 16 (BM = 16 MT), NB n8 blocks per warp (BN = 32 NB), KS chunks per lane and step
+// (BK = 128 KS: each W row's step is 64 KS contiguous bytes, lane q reading chunks KS q .. KS q + KS - 1).
+// W prefetched PDW steps ahead, x PDX <= PDW steps ahead (one ring of PDW + 1 register sets: a step
+// is never shorter than the latency of the loads it waits on, and x comes from L2 under the same
+// queues as W from DRAM).
+//
+// Shared x in MMA operand order: 16-byte slot (row pair p = 8 mt + g, k quad) holds x[r][k..k+1],
+// x[r + 8][k..k+1], x[r][k+2..k+3], x[r + 8][k+2..k+3] (r = 16 mt + g): one 16-byte load is one slice's
+// A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
+// pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
+// 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
+template <int MT, int NB, int KS, int PDW, int PDX>
+__device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
+                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
+                             float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
+                             int steps_per_split) {
+  constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
+  constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
+  constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
+  constexpr int XV = SLOTS / THREADS;              // ... per thread
+  constexpr int STAGE = BM / 2 * PS * 8;           // halves
+  constexpr int C_LD = BN + 4, R = PDW + 1;
+  constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
+  static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
+  static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
+  __shared__ __align__(128) unsigned char smem[BYTES];
+  __shared__ unsigned last_block;
+  __half* sh = reinterpret_cast<__half*>(smem);
+
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const int nch = K >> 5, nsteps = nch / (4 * KS);
+  const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
+  // this lane's W chunks (KS x 16 B per step) and their scales, row offsets applied once
+  const uint4* wp[NB];
+  const unsigned short* sp[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const i64 row = min(n0 + warp * WN + 8 * b + g, N - 1);
+    wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
+    sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
+    pin_pointer(wp[b]);
+    pin_pointer(sp[b]);
+  }
+  // this thread's x slots: 4 values of rows r and r + 8 at column k (two 8-byte loads), stored as one
+  const __half* xp0[XV];
+  const __half* xp1[XV];
+  int xs_st[XV];
+#pragma unroll
+  for (int i = 0; i < XV; ++i) {
+    const int L = t + i * THREADS, p = (unsigned)L / (BK / 4), kq = (unsigned)L % (BK / 4);
+    const int r = 16 * (p >> 3) + (p & 7);
+    xp0[i] = x + (i64)min(m0 + r, M - 1) * K + 4 * kq;
+    xp1[i] = x + (i64)min(m0 + r + 8, M - 1) * K + 4 * kq;
+    xs_st[i] = (p * PS + (int)((unsigned)kq / (8 * KS)) * QS + (int)((unsigned)kq % (8 * KS))) * 8;
+    pin_pointer(xp0[i]);
+    pin_pointer(xp1[i]);
+    pin_int(xs_st[i]);
+  }
+  int a_off = (g * PS + qd * QS) * 8;  // this lane's slots in row pair g of tile 0 (halves)
+  pin_int(a_off);
+  unsigned magic = 0x64006400u;
+  asm volatile("" : "+r"(magic));
+
+  struct Regs {  // one ring slot: a step's W chunks and scales, and (between its load and its stash) x
+    uint4 w[NB][KS];
+    unsigned short s[NB][KS];
+    uint2 x0[XV], x1[XV];
+  };
+  auto fetch_w = [&](Regs& r, int st) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+        r.w[b][j] = __ldg(wp[b] + 4 * KS * st + j);
+        r.s[b][j] = __ldg(sp[b] + 4 * KS * st + j);
+      }
+  };
+  auto fetch_x = [&](Regs& r, int st) {
+#pragma unroll
+    for (int i = 0; i < XV; ++i) {
+      r.x0[i] = __ldg(reinterpret_cast<const uint2*>(xp0[i] + st * BK));
+      r.x1[i] = __ldg(reinterpret_cast<const uint2*>(xp1[i] + st * BK));
+    }
+  };
+  auto stash_x = [&](const Regs& r, int buf) {
+#pragma unroll
+    for (int i = 0; i < XV; ++i)
+      *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(r.x0[i].x, r.x1[i].x, r.x0[i].y, r.x1[i].y);
+  };
+
+  float acc[NB][MT][4];
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[b][mt][i] = 0.f;
+
+  // One step from shared stage buf and W set r: per half chunk (16 weights of each n8 block's row =
+  // 8 pairs = 4 MMA slices) the dequantized B operands, then per row tile and slice one 16-byte
+  // shared load (the A operand) and NB MMAs.
+  auto compute = [&](const Regs& r, int buf) {
+    const __half* xa = sh + buf * STAGE + a_off;
+#pragma unroll
+    for (int j = 0; j < KS; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned bf[NB][8];
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+          const __half2 d = __half2half2(__ushort_as_half(r.s[b][j]));
+          unsigned lo[4], hi[4];
+          q4_0_word(h ? r.w[b][j].z : r.w[b][j].x, d, magic, lo);
+          q4_0_word(h ? r.w[b][j].w : r.w[b][j].y, d, magic, hi);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            bf[b][i] = lo[i];
+            bf[b][4 + i] = hi[i];
+          }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            const uint4 a = *reinterpret_cast<const uint4*>(xa + (mt * 8 * PS + 8 * j + 4 * h + s) * 8);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) mma_16816(acc[b][mt], a.x, a.y, a.z, a.w, bf[b][2 * s], bf[b][2 * s + 1]);
+          }
+      }
+  };
+
+  Regs rs[R];
+  if (s_begin < s_end) {
+#pragma unroll
+    for (int u = 0; u < PDW; ++u)
+      if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
+#pragma unroll
+    for (int u = 0; u < PDX; ++u)
+      if (s_begin + u < s_end) fetch_x(rs[u], s_begin + u);
+    stash_x(rs[0], 0);
+  }
+  __syncthreads();
+  for (int st0 = s_begin; st0 < s_end; st0 += R) {
+#pragma unroll
+    for (int u = 0; u < R; ++u) {  // step st: its W in rs[u], its x in stage (st - s_begin) & 1
+      const int st = st0 + u;
+      if (st < s_end) {
+        const int buf = (st - s_begin) & 1;
+        if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
+        if (st + PDX < s_end) fetch_x(rs[(u + PDX) % R], st + PDX);
+        compute(rs[u], buf);
+        if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
+        __syncthreads();
+      }
+    }
+  }
+
+  // epilogue: accumulators -> fp32 staging [BM][C_LD] (the stages are free after the last barrier)
+  float* cs = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int b = 0; b < NB; ++b)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float* c = cs + (mt * 16 + g) * C_LD + warp * WN + 8 * b + 2 * qd;
+      *reinterpret_cast<float2*>(c) = make_float2(acc[b][mt][0], acc[b][mt][1]);
+      *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
+    }
+  __syncthreads();
+  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
+}
+
+// gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
+// launch signature (qh, gchunks unused).
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
+  extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE(                                 \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
+      int K, int gchunks, int steps_per_split) {                                                         \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split); \
+  }
+GEMM_RD(r32, 2, 2, 1, 2, 2)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
+GEMM_RD(r32w, 2, 4, 1, 2, 1)    // 32 x 128, x one step ahead (route: M <= 32, N >= 16384)
+GEMM_RD(r64, 4, 2, 1, 2, 2)     // 64 x 64 (route: M <= 64)
+GEMM_RD(r32k2, 2, 2, 2, 2, 2)   // 32 x 64, K-steps of 256 (timed by gemm_bench, not routed)
+GEMM_RD(r32wk2, 2, 4, 2, 1, 1)  // 32 x 128, K-steps of 256, one step ahead (ditto)

@@ -50,7 +50,7 @@ RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), 
             "r32k2": GemmTile(32, 64, 2, 256), "r32wk2": GemmTile(32, 128, 2, 256)}
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
-_RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii") for t in RD_TILES}
+_RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,6 +29,9 @@
 //    of PDW + 1 register sets. Rows past M read row M - 1 (never written out), W rows past N row N - 1.
 //  * Epilogue (gemm_epilogue.cuh): accumulators staged in shared memory, FP16 out or split-K partials
 //    merged by the tile's last block (fixed order).
+//  * Programmatic dependent launch (sm_90, gemm_ops launches it with the attribute): the first PDW
+//    steps of W load before pdl_wait(), everything the step writes (x, counters, partials, out) after
+//    it; the next kernel may launch once this one's K loop is done.
 #include "gemm_epilogue.cuh"
 #include "packed_formats.cuh"
 
@@ -205,6 +208,9 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 #pragma unroll
     for (int u = 0; u < PDW; ++u)
       if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
+  }
+  pdl_wait();  // sm_90 with PDL: the weights above load while the previous kernel finishes; x after it
+  if (s_begin < s_end) {
 #pragma unroll
     for (int u = 0; u < PDX; ++u)
       if (s_begin + u < s_end) fetch_x(rs[u], s_begin + u);
@@ -226,6 +232,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     }
   }
 
+  pdl_launch_dependents();  // the next kernel's blocks may start during this epilogue
   // epilogue: accumulators -> fp32 staging [BM][C_LD] (the stages are free after the last barrier)
   float* cs = reinterpret_cast<float*>(smem);
 #pragma unroll

@@ -123,7 +123,7 @@ def test_split_kv_plan():
     blocks = nparts * 4 * 8
     assert 132 < blocks <= attention_ops.BLOCKS_PER_SM * 132 and part % 64 == 0 and part >= attention_ops.MIN_PART
     assert (nparts - 1) * part < 8192 <= nparts * part
-    # three resident blocks per SM (the w2 decode variant, 32-key tiles): more, shorter partitions
+    # three resident blocks per SM with 32-key tiles: more, shorter partitions
     n3, p3 = attention_ops.split_kv_plan(4, 8, 1, 8192, 32, 132, 4, 32, 128, blocks_per_sm=3)
     assert nparts < n3 and 2 * 132 < n3 * 4 * 8 <= 3 * 132 and p3 % 32 == 0 and (n3 - 1) * p3 < 8192 <= n3 * p3
     # a long prefill fills the GPU with row chunks: one partition, any length

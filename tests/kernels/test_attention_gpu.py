@@ -34,8 +34,7 @@ def _cache(gen, shape, kv: str, scale: float):
     return x.half() if kv == "f16" else ref.fp8_quantize(x, scale, KV_DTYPES[kv])
 
 
-def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv",
-         variant=""):
+def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv"):
     nb = sum(-(-s // bs) for s in seq_lens) + 3
     md = paged_metadata(q_lens, seq_lens, bs, nb, torch.Generator().manual_seed(int(gen.initial_seed()) + 1), "cuda")
     q = torch.randn(sum(q_lens), hq, d, generator=gen, device="cuda").half()
@@ -46,13 +45,13 @@ def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, 
     prov = ops.registry.providers["paged_attention"][provider]
     assert not prov.refusal(p), prov.refusal(p)
     with cuda_ops.poison_outputs():
-        got = prov.fn(*args, variant=variant) if variant else prov.fn(*args)
+        got = prov.fn(*args)
     want = ref.paged_attention(q.float(), ref.kv_dequantize(kc, ks) if kv != "f16" else kc.float(),
                                ref.kv_dequantize(vc, vs) if kv != "f16" else vc.float(), md, 1 / math.sqrt(d),
                                window, cap)
     torch.cuda.synchronize()
     err = float((got.double() - want.double()).norm() / want.double().norm())
-    label = f"q={q_lens} ctx={seq_lens} H={hq}/{hk} D={d} bs={bs} kv={kv} win={window} cap={cap} {variant} seed={SEED}"
+    label = f"q={q_lens} ctx={seq_lens} H={hq}/{hk} D={d} bs={bs} kv={kv} win={window} cap={cap} seed={SEED}"
     assert err <= TOL, f"{label}: rel err {err:.3g} (NaN: unwritten output)"
 
 
@@ -71,19 +70,6 @@ def test_decode(kv, d, hq, hk):
     for batch in (1, 3, 16):
         seq = [rnd.randint(1, 3000) for _ in range(batch)]
         _run(_gen("dec", kv, d, hq, batch), [1] * batch, seq, hq, hk, d, rnd.choice([16, 32]), kv)
-
-
-@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
-@pytest.mark.parametrize("hq,hk", HEADS)
-def test_decode_variant_w2(kv, hq, hk):
-    """The paired-warp D = 128 decode kernels (an experiment, tools/gpu/attention_variants.py): ragged
-    batches, long contexts, verify rows, a window."""
-    rnd = random.Random(SEED + 7 + hq)
-    for batch in (1, 3, 16):
-        seq = [rnd.randint(1, 3000) for _ in range(batch)]
-        _run(_gen("w2", kv, hq, batch), [1] * batch, seq, hq, hk, 128, rnd.choice([16, 32]), kv, variant="w2")
-    _run(_gen("w2long", kv, hq), [1] * 4, [8192, 2731, 16384, 5], hq, hk, 128, 16, kv, variant="w2")
-    _run(_gen("w2verify", kv, hq), [4, 2], [900, 33], hq, hk, 128, 16, kv, window=256, variant="w2")
 
 
 @pytest.mark.parametrize("kv", ["f16", "e4m3"])

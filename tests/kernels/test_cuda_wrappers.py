@@ -107,19 +107,6 @@ def test_argmax_split_shares_the_merge_counters(launches, monkeypatch):
     assert launches[-1][0] == "argmax_f16_v8" and cuda_ops._counter_arrays(torch.device("cpu")) == []
 
 
-def test_l2_prefetch_launch(launches):
-    """The L2 prefetch experiment: bytes clamped to the tensor, the sink only for loads, clear errors."""
-    t = torch.zeros(1000, dtype=torch.float16)
-    cuda_ops.l2_prefetch(t, 1 << 20, "pf", blocks=4)
-    cuda_ops.l2_prefetch(t, 512, "ld", blocks=2)
-    cuda_ops.l2_prefetch(t, 0, "pf", blocks=2)  # nothing to pull: no launch
-    (n1, g1, b1, a1), (n2, g2, b2, a2) = launches
-    assert (n1, g1, b1, a1) == ("l2_prefetch_pf", (4, 1, 1), (256, 1, 1), (t.data_ptr(), 2000))
-    assert n2 == "l2_prefetch_ld" and g2 == (2, 1, 1) and a2[:2] == (t.data_ptr(), 512) and a2[2] != 0
-    with pytest.raises(ValueError, match="mode 'x'"):
-        cuda_ops.l2_prefetch(t, 512, "x")
-
-
 def test_bench_table_format():
     from onecat.kernels import bench
 

@@ -23,7 +23,7 @@ MODULES = (cuda_ops, gemm_ops, attention_ops, sampling_ops, rotary_cache_ops, li
            embedding_ops)  # hold Kernels
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
-ATTENTION = {k.name for k in [*attention_ops._DECODE.values(), *attention_ops._DECODE_W2.values(),
+ATTENTION = {k.name for k in [*attention_ops._DECODE.values(),
                                *attention_ops._PREFILL.values()]}
 GEMM = {k.name for k in [*gemm_ops._GEMM.values(), *gemm_ops._GEMM_TL.values()]}  # packed GEMM (M > 16)
 TENSOR_CORE = {"gemv_f16_hmma", *ATTENTION, *GEMM}

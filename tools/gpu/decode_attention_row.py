@@ -2,8 +2,8 @@
 KV sets rotated past the L2 (> 200 MB), CUDA events behind a queued sleep (median / min / max of
 `iters`), the output of set 0 against the float reference (FP8 caches dequantized the same way),
 KV bytes per second, and the V100 read-bound projection (879 GB/s, ../shared/v100.md). Imported by
-path from attention_check.sh, variants_ab.sh (under older trees' packages too: only ops, reference,
-paged_metadata and time_sets, which every tree has) and attention_variants.py.
+path from attention_check.sh and variants_ab.sh (under older trees' packages too: only ops, reference,
+paged_metadata and time_sets, which every tree has).
 `attend`: the function timed (default ops.paged_attention, the registry's route)."""
 
 from __future__ import annotations

@@ -17,12 +17,9 @@ normed-input kernels (gate_up with the GLU), the order the decode step runs them
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
 matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
---l2-ahead 2,3 --l2-mb 24 --l2-mode pf,ld: each chain also with a concurrent branch in its graph
-that pulls the weights of link i (the first --l2-mb MB of its quantized plane, all of its scales)
-into L2 once link i - ahead has finished, i.e. while the links before it run (cuda_ops.l2_prefetch;
-variant "auto+pf2" etc.): whether GEMVs starting from L2 beat their DRAM ramp.
-(A one-launch persistent chain with grid barriers was timed here in s10 and lost to the graphed
-chain at every grid size: benchmarks/results/h200-2026-11-30-s10; removed, kernel at c6f95c8.)
+(Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8),
+and the weights pulled into L2 a few links ahead by a parallel graph branch (s11: 42-49% of copy on
+the layer chain against 66% without; kernel at efbfb48): benchmarks/results/h200-2026-11-30-s10, -s11.)
 """
 
 from __future__ import annotations
@@ -76,47 +73,17 @@ def launch(w, x, out, shape) -> None:
     cuda_ops.gemv_m1_launch(out, x, w, shape or cuda_ops.gemv_m1_shape(w.kind, *w.shape))
 
 
-def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None, after_link=None) -> None:
+def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
     """One pass over the links: a plain link's x is the previous output's first K values (x0 where
-    not `chained`); a normed link takes x0 and the residual (its K is the model width).
-    after_link(i), where given, runs after link i is launched."""
+    not `chained`); a normed link takes x0 and the residual (its K is the model width)."""
     x = x0
-    for i, (w, kind, out) in enumerate(zip(ws, kinds, outs)):
+    for w, kind, out in zip(ws, kinds, outs):
         if kind == "plain":
             launch(w, x[:, :w.shape[1]], out, shape)
         else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape)
             out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
                                                            act="silu_and_mul" if kind == "glu" else None)
         x = out if chained else x0
-        if after_link is not None:
-            after_link(i)
-
-
-_SIDE: list[torch.cuda.Stream] = []
-
-
-def chain_l2(ws, kinds, x0, outs, shape, chained, norm, ahead: int, cap: int, mode: str) -> None:
-    """chain_once with a second stream (a parallel branch when captured): link i's weights are pulled
-    into L2 after link i - ahead finished (the first `ahead` links' at once), joined at the end."""
-    main = torch.cuda.current_stream()
-    if not _SIDE:
-        _SIDE.append(torch.cuda.Stream())
-    side = _SIDE[0]
-
-    def pull(links):  # on the side stream, once everything queued on main so far has run
-        if not links:
-            return
-        side.wait_stream(main)
-        with torch.cuda.stream(side):
-            for w in links:
-                cuda_ops.l2_prefetch(w.q, cap, mode)
-                for plane in (w.qh, w.meta):
-                    if plane is not None:
-                        cuda_ops.l2_prefetch(plane, plane.numel() * plane.element_size(), mode)
-
-    pull(ws[:ahead])
-    chain_once(ws, kinds, x0, outs, shape, chained, norm, after_link=lambda i: pull(ws[i + ahead:i + ahead + 1]))
-    main.wait_stream(side)
 
 
 def rel_err(w, x, shape) -> float:
@@ -146,9 +113,6 @@ def main() -> int:
     ap.add_argument("--variants", default="auto")
     ap.add_argument("--pdl", default="1,0")
     ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--l2-ahead", default="", help="also with the weights pulled into L2 this many links ahead: 2,3")
-    ap.add_argument("--l2-mb", type=float, default=24.0, help="MB of each link's quantized plane pulled")
-    ap.add_argument("--l2-mode", default="pf", help="pf (prefetch hints), ld (L2-only loads), or both: pf,ld")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     gen = torch.Generator("cuda").manual_seed(0)
@@ -179,19 +143,12 @@ def main() -> int:
                         continue
                     linear_fused_ops.gemv_m1_shape = (lambda f, n, k, normed=False, s=shape: s) if shape else cuda_ops.gemv_m1_shape
                 err = rel_err(ws[0], x0, shape) if kinds[0] == "plain" else float("nan")
-                # (variant label, one pass): the plain chain, then with each L2 prefetch setting
-                runs = [(vname, lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm))]
-                runs += [(f"{vname}+{mode}{ahead}",
-                          lambda ahead=ahead, mode=mode: chain_l2(ws, kinds, x0, outs, shape, cname in CHAINS, norm,
-                                                                  ahead, int(args.l2_mb * 1e6), mode))
-                         for ahead in [int(a) for a in args.l2_ahead.split(",") if a]
-                         for mode in args.l2_mode.split(",")]
                 for pdl in [p == "1" for p in args.pdl.split(",")]:
-                    for label, run in runs:
-                        t = time_chain(run, pdl, args.replays)
-                        rows.append(dict(format=fmt, chain=cname, links=len(links), variant=label, pdl=pdl,
-                                         bytes=moved, median_us=statistics.median(t), min_us=min(t), max_us=max(t),
-                                         rel_err=err))
+                    t = time_chain(lambda: chain_once(ws, kinds, x0, outs, shape, cname in CHAINS, norm), pdl,
+                                   args.replays)
+                    rows.append(dict(format=fmt, chain=cname, links=len(links), variant=vname, pdl=pdl,
+                                     bytes=moved, median_us=statistics.median(t), min_us=min(t), max_us=max(t),
+                                     rel_err=err))
             linear_fused_ops.gemv_m1_shape = cuda_ops.gemv_m1_shape
             del ws, outs
             torch.cuda.empty_cache()

@@ -2,8 +2,7 @@
 # tools/gpu/gemv_chain_check.sh: the M = 1 GEMVs in decode's dependent chain (gemv_chain.py: graphs,
 # PDL on / off, kernel shapes), optionally alone (gemv_variants.py), the attention GPU tests and
 # llama3-8b decode-step timelines with PDL off / on; one device call, logs into $OUT.
-# TESTS=1 also runs the attention and normed / plain linear GPU tests first. L2_AHEAD=2,3 [L2_MODE=pf,ld]
-# [L2_MB=24]: the chains also with the weights pulled into L2 ahead (gemv_chain.py --l2-ahead).
+# TESTS=1 also runs the attention and normed / plain linear GPU tests first.
 #   OUT=$OUT [FORMATS=q4_0,q4_k] [CHAINS=...] [VARIANTS=auto,...] [ALONE=1] [TESTS=1] [TIMELINES=1] \
 #     bash tools/gpu/gemv_chain_check.sh
 set -u
@@ -21,7 +20,7 @@ fi
 timeout ${CHAIN_S:-240} python3 tools/gpu/gemv_chain.py --formats "${FORMATS:-q4_0,q4_k}" \
   --chains "${CHAINS:-decode,4096x4096,4096x14336,rn:6144x4096,glu:28672x4096}" \
   --variants "${VARIANTS:-auto,r4u1k2n,r4u1k2,r4u2k2n,r4u1k1n,r4u2k1n}" \
-  --l2-ahead "${L2_AHEAD:-}" --l2-mode "${L2_MODE:-pf}" --l2-mb "${L2_MB:-24}" --pdl "${PDL:-1,0}" \
+  --pdl "${PDL:-1,0}" \
   --json "$OUT/chain.json" > "$OUT/chain.txt" 2>&1
 echo "rc=$?" >> "$OUT/chain.txt"
 if [ "${ALONE:-0}" = 1 ]; then

@@ -46,12 +46,6 @@ DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}
 PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
 _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED, pdl=True)
            for d in HEAD_DIMS for kv in _KV_KINDS}
-# The "w2" decode variant (an experiment, not selected by the route): D = 128 in paired warps that
-# split the columns, fewer registers, 3 blocks per SM; 32-key steps (attention_decode.cu)
-_DECODE_W2 = {(128, kv): Kernel("attention_decode.cu", f"attn_decode_d128w2_{kv}", _SIG_FUSED, pdl=True)
-              for kv in _KV_KINDS}
-DECODE_TILE_W2 = {128: (16, 32)}
-DECODE_W2_BLOCKS_PER_SM = 3
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
@@ -176,16 +170,8 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
 
 
 def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                    k_scale=1.0, v_scale=1.0, variant: str = ""):
-    """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys). `variant`
-    "w2" (head dim 128 only; tools/gpu/attention_variants.py): the paired-warp kernels above."""
-    if variant == "w2":
-        if query.shape[-1] != 128:
-            raise ValueError(f"decode variant w2 is instantiated for head dim 128, not {query.shape[-1]}")
-        return _flash(_DECODE_W2, DECODE_TILE_W2, query, key_cache, value_cache, metadata, scale, sliding_window,
-                      logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=DECODE_W2_BLOCKS_PER_SM)
-    if variant:
-        raise ValueError(f"unknown decode variant {variant!r} ('' or 'w2')")
+                    k_scale=1.0, v_scale=1.0):
+    """Split-KV paged attention in the decode shape (16-row tiles, warps split the keys)."""
     return _flash(_DECODE, DECODE_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
                   logit_soft_cap, k_scale, v_scale, fused=True)
 

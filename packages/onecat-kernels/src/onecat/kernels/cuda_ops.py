@@ -262,8 +262,6 @@ _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppii
                 for f in PACKED_FORMATS for mt in _PMT if mt > 1}
 _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
-_L2_PREFETCH = {"pf": Kernel("l2_prefetch.cu", "l2_prefetch_pf", "pq"),
-                "ld": Kernel("l2_prefetch.cu", "l2_prefetch_ld", "pqpI")}
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 _ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 ARGMAX_SPLIT_ROWS = 64  # up to this many rows the vocabulary is split over blocks (decode batches)
@@ -359,26 +357,6 @@ def linear_packed(x, weight: PackedWeight, bias=None):
                     x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
                     weight.group_size // 32, device=x.device)
     return out
-
-
-def l2_prefetch(t: torch.Tensor, nbytes: int, mode: str = "pf", blocks: int = 0) -> None:
-    """Pull the first `nbytes` of `t`'s storage into L2 on the current stream (csrc/l2_prefetch.cu:
-    "pf" prefetch hints, "ld" L2-only loads); `blocks` (default: one per SM) 256-thread blocks. An
-    experiment of tools/gpu/gemv_chain.py --l2-ahead, not on the engine's route."""
-    if mode not in _L2_PREFETCH:
-        raise ValueError(f"l2_prefetch mode {mode!r}: 'pf' or 'ld'")
-    nbytes = min(nbytes, t.numel() * t.element_size())
-    if nbytes <= 0:
-        return
-    blocks = blocks or torch.cuda.get_device_properties(t.device).multi_processor_count
-    sink = _l2_sink(t.device) if mode == "ld" else None
-    args = (t.data_ptr(), nbytes) + ((sink.data_ptr(), 0x9E3779B9) if mode == "ld" else ())
-    _launch(_L2_PREFETCH[mode], (blocks, 1, 1), (256, 1, 1), *args, device=t.device)
-
-
-@functools.lru_cache(maxsize=None)
-def _l2_sink(device: torch.device) -> torch.Tensor:
-    return torch.zeros(1, dtype=torch.int32, device=device)
 
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):

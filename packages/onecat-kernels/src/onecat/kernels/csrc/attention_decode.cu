@@ -26,13 +26,6 @@
 DECODE_ENTRIES(64, 4, 1)
 DECODE_ENTRIES(128, 4, 1)
 DECODE_ENTRIES(256, 2, 2)
-// An experiment (attention_ops.paged_attention(variant="w2"), tools/gpu/attention_variants.py): D = 128
-// with paired warps splitting the output columns, as D = 256 does (WK 2 x WD 2, 32-key steps): each
-// warp's O is half as wide, 157-168 registers instead of 238-252 on sm_90 (166-190 on sm_70), so 3
-// blocks fit an SM instead of 2; S is computed twice per pair.
-FLASH_ENTRY_FUSED(attn_decode_d128w2_f16, 128, KV_F16, 1, 2, 2, 16)
-FLASH_ENTRY_FUSED(attn_decode_d128w2_e4m3, 128, KV_E4M3, 1, 2, 2, 16)
-FLASH_ENTRY_FUSED(attn_decode_d128w2_e5m2, 128, KV_E5M2, 1, 2, 2, 16)
 
 // Merge of the partitions' (o / l, m, l) as a second launch (prefill, and decode without a counter
 // array): grid (tokens, Hq), D threads (one column each). The partitions are weighed once, in

@@ -175,7 +175,7 @@ _RMS = {(v, res): Kernel("rms_norm.cu", f"rms_norm{'_add' if res else ''}_v{v}",
         for v in (8, 1) for res in (False, True)}
 _ROT = {(neox, v): Kernel("rotary.cu", f"rotary_{'neox' if neox else 'gptj'}_v{v}", "ppppppqqiiii")
         for neox in (True, False) for v in (8, 2)}
-_ACT = {(a, v): Kernel("activation.cu", f"{a}_and_mul_v{v}", "ppi")
+_ACT = {(a, v): Kernel("activation.cu", f"{a}_and_mul_v{v}", "ppi", pdl=True)
         for a in ("silu", "gelu_tanh", "gelu_erf") for v in (8, 1)}
 _CACHE = {v: Kernel("cache.cu", f"reshape_and_cache_v{v}", "pppppqqi") for v in (8, 1)}
 _MT = (1, 2, 4, 8, 16)

@@ -16,7 +16,7 @@ from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 
 _KERNELS = {(neox, vec): Kernel("rotary.cu", f"rotary_cache_{'neox' if neox else 'gptj'}_v{vec}",
-                                "pppppppppqqqiiii")
+                                "pppppppppqqqiiii", pdl=True)
             for neox in (True, False) for vec in (8, 2)}
 
 

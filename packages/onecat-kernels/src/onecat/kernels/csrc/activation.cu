@@ -16,6 +16,8 @@ __device__ __forceinline__ float act(float g) {
 
 template <int VEC, int ACT>
 __device__ void act_and_mul_body(__half* __restrict__ out, const __half* __restrict__ x, int d) {
+  pdl_launch_dependents();  // sm_90 with PDL (cuda_ops._ACT): x is read after the previous kernel
+  pdl_wait();
   const i64 row = blockIdx.x;
   const int i = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
   if (i >= d) return;

@@ -90,6 +90,8 @@ template <int VEC, bool NEOX>
 __device__ void rotary_cache_body(__half* q_out, __half* kc, __half* vc, const i64* positions, const __half* q,
                                   const __half* k, const __half* v, const float* cos_sin, const i64* slots,
                                   i64 q_stride, i64 k_stride, i64 v_stride, int nq, int nk, int head_dim, int r) {
+  pdl_launch_dependents();  // sm_90 with PDL (rotary_cache_ops): everything below is read after the previous kernel
+  pdl_wait();
   const i64 t = blockIdx.x;
   const i64 slot = slots[t];
   const float* cs = cos_sin + positions[t] * r;

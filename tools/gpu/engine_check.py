@@ -8,13 +8,19 @@ token equals the reference argmax wherever the reference's top-2 gap exceeds 0.5
 is made twice, eagerly and with decode CUDA graphs: their greedy tokens must be identical. Prints
 the decode step times of both and the admitted route last.
 
-    python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b]
+    python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b] [--weights q4_0] [--layers 2] [--prompts 32]
+
+--weights q4_0: the four projections of every layer as generated q4_0 PackedWeights (the GPU route's
+packed GEMV / GEMM kernels, the register-direct ones at 17..64 decode rows on sm_80+; the CPU route
+dequantizes the same planes), embedding and LM head dense. --prompts N: N concurrent requests (the
+decode batch); --layers L: the shape with L layers (the CPU float32 scoring of an 8B-wide model).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -46,6 +52,34 @@ def build(device: str, dtype: torch.dtype) -> LoadedModel:
     return LoadedModel(SPEC, model, None, "generated", "dense")
 
 
+def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel]:
+    """(`gpu` float16, CPU float32) models sharing values: norms / embedding / LM head as build()
+    draws them, the projections as one set of generated `kind` PackedWeights (made on the GPU, the
+    CPU model holding copies of the same planes; gpu="cpu" draws them on the CPU: a host-only check)."""
+    from onecat.kernels.bench import packed_gpu
+    from onecat.kernels.weights import random_packed
+
+    g = torch.Generator(gpu).manual_seed(0)
+    # dense buffers first (embedding, norms, LM head keep them), the projections replaced below
+    fast = LlamaForCausalLM(SPEC, torch.float16, torch.device(gpu))
+    ref = LlamaForCausalLM(SPEC, torch.float32, torch.device("cpu"))
+    dense = build("cpu", torch.float32).model
+    for model in (fast, ref):
+        for attr in ("embed", "norm") + (() if SPEC.tie_word_embeddings else ("lm_head",)):
+            getattr(model, attr).copy_(getattr(dense, attr))
+        for layer, dl in zip(model.layers, dense.layers):
+            layer.input_norm.copy_(dl.input_norm)
+            layer.post_attn_norm.copy_(dl.post_attn_norm)
+    for i, (layer, ref_layer) in enumerate(zip(fast.layers, ref.layers)):
+        for name in LlamaForCausalLM.MATRICES:
+            n, k = getattr(dense.layers[i], name).shape
+            w = packed_gpu(n, k, kind, g) if gpu == "cuda" else random_packed(n, k, kind, g)
+            setattr(layer, name, w)
+            setattr(ref_layer, name, w.to("cpu"))
+    del dense
+    return (LoadedModel(SPEC, fast, None, "generated", kind), LoadedModel(SPEC, ref, None, "generated", kind))
+
+
 def _shape(name: str) -> tuple[int, ...]:
     s, H = SPEC, SPEC.hidden_size
     table = {"model.embed_tokens.weight": (s.vocab_size, H), "model.norm.weight": (H,),
@@ -62,14 +96,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=sorted(SPECS), default="smollm2-135m")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--weights", choices=("dense", "q4_0"), default="dense")
+    ap.add_argument("--layers", type=int, default=0, help="override the shape's layer count")
+    ap.add_argument("--prompts", type=int, default=4, help="concurrent requests (prompt lengths cycle 7, 33, 130, 300)")
     args = ap.parse_args()
-    SPEC = SPECS[args.shape]
+    SPEC = SPECS[args.shape] if not args.layers else replace(SPECS[args.shape], num_layers=args.layers,
+                                                                  layer_types=(), layer_sliding_window=())
     if not torch.cuda.is_available():
         print("no CUDA device")
         return 2
     g = torch.Generator().manual_seed(1)
-    prompts = [torch.randint(0, SPEC.vocab_size, (n,), generator=g).tolist() for n in (7, 33, 130, 300)]
-    loaded = build("cuda", torch.float16)
+    lens = [(7, 33, 130, 300)[i % 4] + i // 4 for i in range(args.prompts)]
+    prompts = [torch.randint(0, SPEC.vocab_size, (n,), generator=g).tolist() for n in lens]
+    loaded, cpu_loaded = build_packed(args.weights) if args.weights != "dense" else (build("cuda", torch.float16), None)
     runs = {}
     for mode, eager in (("eager", True), ("graphs", False)):
         cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager), cache=CacheConfig(num_blocks=256))
@@ -83,13 +122,13 @@ def main() -> int:
     same = outs == runs["eager"][0]
     for mode, (_, steps, _, one) in runs.items():
         steps = sorted(steps)
-        print(f"{mode}: decode step batch 4 median {1e3 * steps[len(steps) // 2]:.3f} ms, batch 1 median "
+        print(f"{mode}: decode step batch {len(prompts)} median {1e3 * steps[len(steps) // 2]:.3f} ms, batch 1 median "
               f"{1e3 * one[len(one) // 2]:.3f} ms (min {1e3 * one[0]:.3f}) -- host-timed smoke figures, "
               f"scheduler not included, not a benchmark")
     del runs, loaded
     torch.cuda.empty_cache()
     cpu = ModelRunner(EngineConfig(model=ModelConfig(device="cpu"), cache=CacheConfig(num_blocks=4)),
-                      loaded=build("cpu", torch.float32))
+                      loaded=cpu_loaded or build("cpu", torch.float32))
     checked = mismatched = 0
     for p, o in zip(prompts, outs):
         logits = cpu.score(p + o)[len(p) - 1: len(p) - 1 + len(o)]
@@ -100,7 +139,8 @@ def main() -> int:
         mismatched += int((clear & ~agree).sum())
         if (clear & ~agree).any():
             break  # after a clear mismatch the sequences legitimately part
-    print(f"shape {args.shape}: greedy tokens (CUDA graphs) vs CPU float32 reference: {checked} clear positions "
+    print(f"shape {args.shape} ({SPEC.num_layers} layers, {args.weights} projections, {len(prompts)} requests): "
+          f"greedy tokens (CUDA graphs) vs CPU float32 reference: {checked} clear positions "
           f"checked, {mismatched} mismatched")
     print(f"greedy tokens with CUDA graphs == eager: {same}")
     print("admitted route on", torch.cuda.get_device_name(0))

@@ -47,7 +47,9 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128),
-            "r32k2": GemmTile(32, 64, 2, 256), "r32wk2": GemmTile(32, 128, 2, 256)}
+            # experiments gemm_bench times (not routed): K-steps of 256; W refilled late (fewer registers)
+            "r32k2": GemmTile(32, 64, 2, 256), "r32wk2": GemmTile(32, 128, 2, 256),
+            "r32l": GemmTile(32, 64, 2, 128), "r32wl": GemmTile(32, 128, 2, 128)}
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}

@@ -53,7 +53,7 @@ def small():
 
 def test_priority_list():
     order = ops.registry.order("linear")
-    assert order.index("cuda_pack_gemm") == order.index("cuda_pack") + 1
+    assert order.index("cuda_pack") + 2 == order.index("cuda_pack_gemm_rd") + 1 == order.index("cuda_pack_gemm")
     assert order.index("cuda_pack_gemm") < order.index("cuda") and order[-1] == REFERENCE
 
 
@@ -61,15 +61,38 @@ def test_priority_list():
 @pytest.mark.parametrize("kind", PACKED_FORMATS)
 def test_admitted_for_17_plus_rows(small, kind, cap, any_nvrtc):
     w = small[kind]
+    rd = kind == "q4_0" and cap >= (8, 0)  # the register-direct tiles: q4_0, 17..64 rows, sm_80+
     for m in (17, 64, 300):
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
-        assert sel.provider.name == "cuda_pack_gemm", (m, sel.refused)
-        assert any("M > 16" in r for r in sel.refused["cuda_pack"])
+        assert sel.provider.name == ("cuda_pack_gemm_rd" if rd and m <= 64 else "cuda_pack_gemm"), (m, sel.refused)
+        assert any("the packed GEMV covers M <= 16" in r for r in sel.refused["cuda_pack"])
     x3, bias = torch.zeros(2, 10, 256, dtype=torch.float16), torch.zeros(80, dtype=torch.float16)
     sel = _select(_problem(x3, w, bias, cap=cap))
-    assert sel.provider.name == "cuda_pack_gemm"  # 20 rows of a 3-D x, fp16 bias
+    assert sel.provider.name == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm")  # 20 rows of a 3-D x, fp16 bias
     sel = _select(_problem(torch.zeros(16, 256, dtype=torch.float16), w, cap=cap))
     assert sel.provider.name == "cuda_pack"  # M <= 16 stays on the GEMV
+
+
+def test_register_direct_admission(small, any_nvrtc):
+    """cuda_pack_gemm_rd: sm_80+, packed q4_0, 17..64 rows, K % 128 == 0; every refusal says why and
+    the shared-memory GEMM takes the call instead (a V100 keeps it)."""
+    x, w = torch.zeros(32, 256, dtype=torch.float16), small["q4_0"]
+
+    def reasons(p):
+        return gemm_ops.supports_linear_packed_gemm_rd(p)
+
+    assert reasons(_problem(x, w, cap=(8, 0))) == [] and reasons(_problem(x, w, cap=(9, 0))) == []
+    assert "capability 7.0 < 8.0 (mma.sync m16n8k16)" in reasons(_problem(x, w, cap=(7, 0)))
+    assert "weight format packed_q4_k not packed_q4_0" in reasons(_problem(x, small["q4_k"], cap=(9, 0)))
+    assert any("the register-direct tiles take 17..64" in r
+               for r in reasons(_problem(torch.zeros(65, 256, dtype=torch.float16), w, cap=(9, 0))))
+    assert "K=288 not a multiple of 128 (the K-step)" in reasons(_problem(x, w, cap=(9, 0), k=288))
+    assert "bias dtype float32 not float16" in reasons(_problem(x, w, torch.zeros(80), cap=(9, 0)))
+    sel = _select(_problem(x, w, cap=(7, 0)))
+    assert sel.provider.name == "cuda_pack_gemm" and any("< 8.0" in r for r in sel.refused["cuda_pack_gemm_rd"])
+    sel = _select(_problem(x, w, cap=(9, 0)))
+    assert sel.provider.name == "cuda_pack_gemm_rd" and sel.refused["cuda_pack_gemm"] == [
+        "lower priority than cuda_pack_gemm_rd"]
 
 
 def test_refusal_reasons(small, any_nvrtc):
@@ -310,8 +333,9 @@ def test_register_direct_route():
     CUDA-graph replay included); K % 128 != 0 keeps the shared-memory tiles."""
     for m, n, k in ((17, 200, 128), (32, 4096, 4096), (48, 16448, 1024), (64, 4096, 14336), (20, 96, 1056)):
         x, w, b = _inputs("q4_0", m, n, k, m == 48, SEED + m)
-        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", x.device), rd=gemm_ops.rd_fits("q4_0", k, x.device))
-        assert (tile in gemm_ops.RD_TILES) == (k % 128 == 0), (m, n, k, tile)
+        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", x.device), rd=k % 128 == 0)
+        sel = ops.registry.select(ops.problem("linear", x, w, b)).provider.name
+        assert sel == ("cuda_pack_gemm_rd" if k % 128 == 0 else "cuda_pack_gemm"), (m, n, k, sel)
         with cuda_ops.poison_outputs():
             got = ops.linear(x, w, b)
         err = _err(got, _ref(x, w, b))

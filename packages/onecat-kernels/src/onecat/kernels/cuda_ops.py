@@ -124,7 +124,7 @@ def supports_linear(p: Problem) -> list[str]:
     r = _common(p)
     fmt = p.param("format")
     _need(r, fmt in ("dense", "gguf_q4_0", "gguf_q8_0"), f"weight format {fmt} not dense/gguf_q4_0/gguf_q8_0")
-    _need(r, p.param("rows") != "17+", "M > 16 rows: the GEMV covers M <= 16")
+    _need(r, isinstance(p.param("rows"), int), f"M={p.param('rows')} rows: the GEMV covers M <= 16")
     if fmt == "dense":
         _need(r, p.param("weight_dtype") == "float16", f"weight dtype {p.param('weight_dtype')} not float16")
         _need(r, p.param("k") % 8 == 0, f"K={p.param('k')} not a multiple of 8")
@@ -148,7 +148,7 @@ def supports_linear_packed(p: Problem) -> list[str]:
     r = _common(p)
     fmt = p.param("format")
     _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
-    _need(r, p.param("rows") != "17+", "M > 16 rows: the packed GEMV covers M <= 16")
+    _need(r, isinstance(p.param("rows"), int), f"M={p.param('rows')} rows: the packed GEMV covers M <= 16")
     _need(r, p.param("k") % 32 == 0, f"K={p.param('k')} not a multiple of 32")
     _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
@@ -451,4 +451,4 @@ def register(reg: KernelRegistry) -> None:
                         ("argmax", argmax, supports_argmax)]:
         name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack", "cuda_pack_gemm", "cuda"])
+    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda"])

@@ -1,6 +1,7 @@
-"""The packed GEMM provider (M > 16 rows of x against a PackedWeight: prefill, batched decode):
-csrc/gemm_packed.cu's tiles, the tile / K-split choice per problem and the launch. Registered as
-`cuda_pack_gemm` for `linear`, between the packed GEMV (M <= 16) and the dense FMA kernel."""
+"""The packed GEMM providers (M > 16 rows of x against a PackedWeight: prefill, batched decode): the
+tile / K-split choice per problem and the launch. Registered for `linear` between the packed GEMV
+(M <= 16) and the dense FMA kernel: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu: q4_0, 17..64 rows, sm_80+)
+ahead of `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, any M > 16, sm_70+)."""
 
 from __future__ import annotations
 
@@ -182,16 +183,37 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
     """M > 16 rows of x against a PackedWeight: dequantize tiles into shared memory, tensor cores."""
     k = x.shape[-1]
     m = x.numel() // k
-    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device),
-                              rd=rd_fits(weight.kind, k, x.device))
+    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device))
     return gemm_launch(x, weight, bias, tile, splits)
+
+
+def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None):
+    """17..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
+    MMA operands (csrc/gemm_rd.cu)."""
+    k = x.shape[-1]
+    m = x.numel() // k
+    tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device), rd=True)
+    return gemm_launch(x, weight, bias, tile, splits)
+
+
+def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
+    r = _common(p)
+    fmt, k, cap = p.param("format"), p.param("k"), p.capability
+    _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
+          f"capability {cap[0]}.{cap[1]} < 8.0 (mma.sync m16n8k16)" if cap else "")
+    _need(r, fmt == "packed_q4_0", f"weight format {fmt} not packed_q4_0")
+    _need(r, p.param("rows") == "17-64", f"M={p.param('rows')} rows: the register-direct tiles take 17..64")
+    _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")
+    _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
+    _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
+    return r
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:
     r = _common(p)
     fmt, k = p.param("format"), p.param("k")
     _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
-    _need(r, p.param("rows") == "17+", f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
+    _need(r, p.param("rows") in ("17-64", "65+"), f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     if fmt in ("packed_q4_k", "packed_q6_k"):
         _need(r, k % 256 == 0, f"K={k} not a multiple of the 256-weight {fmt[7:]} block")
@@ -201,5 +223,7 @@ def supports_linear_packed_gemm(p: Problem) -> list[str]:
 
 
 def register(reg: KernelRegistry) -> None:
+    reg.register(Provider("cuda_pack_gemm_rd", "linear", linear_packed_gemm_rd, available=available,
+                          supports=supports_linear_packed_gemm_rd))
     reg.register(Provider("cuda_pack_gemm", "linear", linear_packed_gemm, available=available,
                           supports=supports_linear_packed_gemm))

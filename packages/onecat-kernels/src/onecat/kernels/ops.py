@@ -101,12 +101,18 @@ def _params_gelu_and_mul(x, approximate="tanh"):
     return x, dict(d=x.shape[-1] // 2, approximate=approximate, contiguous=x.is_contiguous())
 
 
+def linear_rows(m: int) -> int | str:
+    """linear's `rows` fact: M itself up to 16 (the GEMV kernels' range), then the buckets the packed
+    GEMM providers split at: "17-64" (decode batches: the register-direct tiles) and "65+"."""
+    return m if m <= 16 else "17-64" if m <= 64 else "65+"
+
+
 def _params_linear(x, weight, bias=None):
     fmt = getattr(weight, "format", "dense")
     dense = fmt == "dense"
     raw = weight if dense else getattr(weight, "raw", None)  # GGUFWeight: the block bytes
     m = x.numel() // max(1, x.shape[-1])
-    return x, dict(format=fmt, n=weight.shape[0], k=weight.shape[-1], rows=m if m <= 16 else "17+",
+    return x, dict(format=fmt, n=weight.shape[0], k=weight.shape[-1], rows=linear_rows(m),
                    bias=_dt(bias) if bias is not None else None, weight_dtype=_dt(weight) if dense else fmt,
                    contiguous=x.is_contiguous() and (raw is None or raw.is_contiguous())
                    and (bias is None or bias.is_contiguous()),

@@ -196,19 +196,6 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None):
     return gemm_launch(x, weight, bias, tile, splits)
 
 
-def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
-    r = _common(p)
-    fmt, k, cap = p.param("format"), p.param("k"), p.capability
-    _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
-          f"capability {cap[0]}.{cap[1]} < 8.0 (mma.sync m16n8k16)" if cap else "")
-    _need(r, fmt == "packed_q4_0", f"weight format {fmt} not packed_q4_0")
-    _need(r, p.param("rows") == "17-64", f"M={p.param('rows')} rows: the register-direct tiles take 17..64")
-    _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")
-    _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
-    _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    return r
-
-
 def supports_linear_packed_gemm(p: Problem) -> list[str]:
     r = _common(p)
     fmt, k = p.param("format"), p.param("k")
@@ -219,6 +206,20 @@ def supports_linear_packed_gemm(p: Problem) -> list[str]:
         _need(r, k % 256 == 0, f"K={k} not a multiple of the 256-weight {fmt[7:]} block")
     _need(r, p.param("bias") in (None, "float16"), f"bias dtype {p.param('bias')} not float16")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
+    return r
+
+
+def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
+    """cuda_pack_gemm's conditions (device, dtype, packed format, M > 16, bias, layout) plus the
+    register-direct tiles' own: sm_80+, q4_0, at most 64 rows, K a multiple of the 128-wide K-step."""
+    r = supports_linear_packed_gemm(p)
+    fmt, k, cap = p.param("format"), p.param("k"), p.capability
+    major, minor = RD_MIN_CAPABILITY
+    _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
+          f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
+    _need(r, fmt == "packed_q4_0", f"weight format {fmt} not packed_q4_0")
+    _need(r, p.param("rows") == "17-64", f"M={p.param('rows')} rows: the register-direct tiles take 17..64")
+    _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")
     return r
 
 

@@ -93,9 +93,9 @@ def test_compiles_without_spills(source, arch):
 
 
 @functools.lru_cache(maxsize=None)
-def sm70_cubin(source: str, tmp: str) -> Path:
-    path = Path(tmp) / f"{source}.sm_70.cubin"
-    path.write_bytes(compiled(source, 70).cubin)
+def cubin_file(source: str, tmp: str, arch: int = 70) -> Path:
+    path = Path(tmp) / f"{source}.sm_{arch}.cubin"
+    path.write_bytes(compiled(source, arch).cubin)
     return path
 
 
@@ -104,10 +104,11 @@ def tmpdir_sass(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("sass"))
 
 
-def _sass(source: str, tmp: str) -> dict[str, str]:
-    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(sm70_cubin(source, tmp))],
+def _sass(source: str, tmp: str, arch: int = 70) -> dict[str, str]:
+    """{kernel name: its SASS} of `source` built for sm_`arch` (sm_70 unless asked)."""
+    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(cubin_file(source, tmp, arch))],
                           capture_output=True, text=True, check=True).stdout
-    assert "code for sm_70" in text
+    assert f"code for sm_{arch}" in text
     funcs: dict[str, str] = {}
     for chunk in re.split(r"\n\s*Function : ", text)[1:]:
         name, _, body = chunk.partition("\n")
@@ -131,7 +132,7 @@ def test_sm70_sass(source, tmpdir_sass):
 
 @pytest.mark.parametrize("source", build.sources())
 def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
-    out = subprocess.run([str(_tool("cuobjdump")), "--dump-resource-usage", str(sm70_cubin(source, tmpdir_sass))],
+    out = subprocess.run([str(_tool("cuobjdump")), "--dump-resource-usage", str(cubin_file(source, tmpdir_sass))],
                          capture_output=True, text=True, check=True).stdout
     rows = re.findall(r"Function (\w+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
     assert {r[0] for r in rows} >= _kernels_by_source()[source]
@@ -153,15 +154,11 @@ def test_register_direct_gemm_is_sm80_only(tmp_path):
     assert set(sm70) == RD and gemm_ops.RD_MIN_CAPABILITY == (8, 0)
     for name, body in sm70.items():
         assert "HMMA" not in body and "BPT.TRAP" in body, name
-    path = tmp_path / "gemm_rd.sm_90.cubin"
-    c = compiled("gemm_rd.cu", 90)
-    path.write_bytes(c.cubin)
-    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(path)], capture_output=True, text=True,
-                          check=True).stdout
-    for chunk in re.split(r"\n\s*Function : ", text)[1:]:
-        name, _, body = chunk.partition("\n")
+    sm90, usage = _sass("gemm_rd.cu", str(tmp_path), 90), compiled("gemm_rd.cu", 90).usage
+    assert set(sm90) == RD
+    for name, body in sm90.items():
         assert "HMMA.16816.F32" in body and "LDS.128" in body and "LDG.E.128" in body, name
-        assert 2 * 128 * c.usage[name.strip()]["registers"] <= 65536, (name, c.usage[name.strip()])
+        assert 2 * 128 * usage[name]["registers"] <= 65536, (name, usage[name])
 
 
 def test_attention_kernels_fit_volta():
@@ -205,11 +202,7 @@ def test_pdl_kernels_wait(source, tmp_path):
     sm_90 SASS; their sm_70 SASS has neither (common.cuh compiles them out for Volta)."""
     names = _pdl_kernels()[source]
     for arch, present in ((90, True), (70, False)):
-        path = tmp_path / f"{source}.{arch}.cubin"
-        path.write_bytes(compiled(source, arch).cubin)
-        text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(path)], capture_output=True, text=True,
-                              check=True).stdout
-        funcs = {chunk.partition("\n")[0].strip(): chunk for chunk in re.split(r"\n\s*Function : ", text)[1:]}
+        funcs = _sass(source, str(tmp_path), arch)
         for name in names:
             body = funcs[name]
             assert ("ACQBULK" in body and "PREEXIT" in body) == present, (arch, name)

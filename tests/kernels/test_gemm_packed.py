@@ -278,11 +278,13 @@ SWEEP = [(kind, m, 80 + 48 * i, {"q4_k": 512, "q6_k": 256, "awq": 256}.get(kind,
 def test_gemm_vs_reference(kind, m, n, k, bias):
     seed = SEED + zlib.crc32(f"{kind} {m} {n} {k}".encode()) % 1000
     x, w, b = _inputs(kind, m, n, k, bias, seed)
-    assert ops.registry.select(ops.problem("linear", x, w, b)).provider.name == "cuda_pack_gemm"
+    problem = ops.problem("linear", x, w, b)
+    want = "cuda_pack_gemm" if gemm_ops.supports_linear_packed_gemm_rd(problem) else "cuda_pack_gemm_rd"
+    assert ops.registry.select(problem).provider.name == want
     with cuda_ops.poison_outputs():
         got = ops.linear(x, w, b)
     err = _err(got, _ref(x, w, b))
-    route = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device))
+    route = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device), rd=want.endswith("_rd"))
     assert err <= TOL, f"{kind} M={m} N={n} K={k} bias={bias} {route}: rel err {err:.3g} > {TOL} " \
                        f"(NaN: unwritten output) seed={seed}"
 

@@ -238,16 +238,19 @@ V100_READ_GBPS = 879.0  # measured V100 read ceiling (v100.md); projections scal
 GEMV_FORMATS = ("q4_0", "q4_k", "awq", "q4_1", "q8_0", "q6_k")
 
 
-def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator):
+def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator, scale: float = 0.02):
     """A random PackedWeight made directly on the GPU (valid planes; packing 128256x4096 on the host
-    would take minutes). Scales are finite and of realistic size."""
+    would take minutes). Scales are finite and of realistic size; `scale` sets them as
+    GGUFWeight.random's does (q4_0 / q8_0 block scales within +-[scale / 4, 1.25 scale])."""
     from .weights import PackedWeight
 
     def rb(*shape):
         return torch.randint(0, 256, shape, dtype=torch.uint8, device="cuda", generator=gen)
 
+    u = scale / 0.02  # the ranges below are for scale 0.02
+
     def f16(shape, lo, hi, signed=False):
-        v = torch.rand(shape, device="cuda", generator=gen) * (hi - lo) + lo
+        v = (torch.rand(shape, device="cuda", generator=gen) * (hi - lo) + lo) * u
         if signed:
             v = torch.where(torch.rand(shape, device="cuda", generator=gen) < 0.5, v, -v)
         return v.half().view(torch.uint8).reshape(*shape[:-1], shape[-1] * 2)
@@ -274,7 +277,7 @@ def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator):
             meta = head.reshape(n, -1).contiguous()
         else:  # awq g128: (s, 1024 + z)
             g = 128
-            s = torch.rand(n, k // g, device="cuda", generator=gen) * 0.003 + 0.001
+            s = (torch.rand(n, k // g, device="cuda", generator=gen) * 0.003 + 0.001) * u
             z = torch.randint(0, 16, (n, k // g), device="cuda", generator=gen).float() + 1024
             meta = torch.stack([s, z], -1).half().contiguous().view(torch.uint8).reshape(n, -1)
     return PackedWeight(kind, (n, k), q.contiguous(), meta.contiguous(), qh, g)

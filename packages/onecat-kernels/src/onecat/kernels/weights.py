@@ -402,8 +402,9 @@ def random_awq(n: int, k: int, group_size: int = 128, generator: torch.Generator
     return qw.to(device), qz.to(device), s.to(device)
 
 
-def random_packed(n: int, k: int, kind: str, generator: torch.Generator | None = None, device="cpu") -> PackedWeight:
-    """A random PackedWeight of `kind` (packed from random GGUF blocks / AWQ tensors)."""
+def random_packed(n: int, k: int, kind: str, generator: torch.Generator | None = None, device="cpu",
+                  scale: float = 0.02) -> PackedWeight:
+    """A random PackedWeight of `kind` (packed from random GGUF blocks / AWQ tensors, scales around `scale`)."""
     if kind == "awq":
-        return pack_awq(*random_awq(n, k, 128, generator), 128).to(device)
-    return pack(GGUFWeight.random(n, k, kind, generator)).to(device)
+        return pack_awq(*random_awq(n, k, 128, generator, scale=scale), 128).to(device)
+    return pack(GGUFWeight.random(n, k, kind, generator, scale=scale)).to(device)

@@ -153,14 +153,16 @@ def test_gemm_shape():
 
 
 def test_gemm_shape_register_direct():
-    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows) / r64 up to 64 rows, at most RD_MAX_SPLITS
-    splits, each >= 4 K-steps of 128, no second wave; beyond 64 rows the shared-memory tiles."""
+    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K) / r64 up to 64 rows, at most
+    RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4 K-steps of 128, no second wave;
+    beyond 64 rows the shared-memory tiles."""
     h200 = {"m32": 4, "m64": 3, "m128": 2, "m32w": 4, "m64w": 2, "r32": 3, "r32w": 2, "r64": 2}
     rd = dict(rd=True)
     assert gemm_ops.gemm_shape(32, 6144, 4096, 132, h200, **rd) == ("r32", 4)  # the H200's best (s11)
     assert gemm_ops.gemm_shape(32, 4096, 4096, 132, h200, **rd) == ("r32", 4)
     assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
-    assert gemm_ops.gemm_shape(17, 4096, 14336, 132, h200, **rd) == ("r32", 4)
+    assert gemm_ops.gemm_shape(17, 4096, 14336, 132, h200, **rd) == ("r32w", 8)  # the H200's best (s11, s12)
+    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("r64", 4)
     assert gemm_ops.gemm_shape(64, 6144, 4096, 132, h200, **rd) == ("r64", 2)
     assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r64", 1)
     assert gemm_ops.gemm_shape(40, 4096, 512, 132, h200, **rd) == ("r64", 1)  # 4 K-steps: no split
@@ -169,8 +171,10 @@ def test_gemm_shape_register_direct():
         for n, k in ((80, 128), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
             tile, s = gemm_ops.gemm_shape(m, n, k, 132, h200, **rd)
             t = gemm_ops.RD_TILES[tile]
-            assert m <= t.bm and (t.bm == 64) == (m > 32) and (t.bn == 128) == (m <= 32 and n >= 16384)
-            assert 1 <= s <= gemm_ops.RD_MAX_SPLITS and (s == 1 or k // t.bk >= 4 * s)
+            long_k = m <= 32 and k >= gemm_ops.RD_LONG_K
+            assert m <= t.bm and (t.bm == 64) == (m > 32) and (t.bn == 128) == (m <= 32 and (n >= 16384 or long_k))
+            cap = gemm_ops.RD_LONG_K_SPLITS if long_k else gemm_ops.RD_MAX_SPLITS
+            assert 1 <= s <= cap and (s == 1 or k // t.bk >= 4 * s)
             assert s == 1 or s * -(-n // t.bn) * -(-m // t.bm) <= 132 * h200[tile]
 
 
@@ -322,9 +326,9 @@ def test_register_direct_tiles():
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)
                 assert err <= TOL, f"M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
-    x, w, _ = _inputs("q4_0", 20, 64, 384, False, SEED)
-    with pytest.raises(ValueError, match="K % 256"):
-        gemm_ops.gemm_launch(x, w, None, "r32k2", 1)
+    x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
+    with pytest.raises(ValueError, match="K % 128"):
+        gemm_ops.gemm_launch(x, w, None, "r32", 1)
 
 
 @gpu

@@ -6,7 +6,7 @@ torch.matmul on an fp16 weight of the same shape (cuBLAS, what a dequantized wei
 Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over weight sets
 > 160 MB so weights come from HBM. Table last.
 
-    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--tiled] [--json out.json]
+    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--rd-only] [--tiled] [--json out.json]
 
 --tiled (q4_0): also every decode tile x split on the GEMM-tiled layout (gemm_ops.tile_q4_0: each
 64-row tile's K-step contiguous), output checked bit-equal to the row-major kernel's; column "tiled".
@@ -29,8 +29,8 @@ SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, g
 SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
 
 
-def variants(m: int, k: int, rd: bool):
-    tiles = list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
+def variants(m: int, k: int, rd: bool, rd_only: bool = False):
+    tiles = [] if rd and rd_only else list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
     if rd:  # the register-direct q4_0 tiles (sm_80+)
         tiles += [t for t, tile in gemm_ops.RD_TILES.items() if m <= tile.bm and k % tile.bk == 0]
     return [(t, s) for t in tiles for s in SPLITS]
@@ -43,6 +43,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-variants", action="store_true", help="time only the admitted tile x split")
     ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
+    ap.add_argument("--rd-only", action="store_true", help="variants: only the register-direct tiles (where they fit)")
     ap.add_argument("--tiled", action="store_true", help="q4_0: time the GEMM-tiled layout's kernels too")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
@@ -83,7 +84,7 @@ def main() -> int:
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
-                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device)):
+                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only):
                         if tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
                             with cuda_ops.poison_outputs():
                                 yr = gemm_ops.gemm_launch(xs[0], ws[0], None, tile, s)

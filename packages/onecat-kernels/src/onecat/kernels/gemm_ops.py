@@ -47,12 +47,12 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
-RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128),
-            # experiments gemm_bench times (not routed): K-steps of 256; W refilled late (fewer registers)
-            "r32k2": GemmTile(32, 64, 2, 256), "r32wk2": GemmTile(32, 128, 2, 256),
-            "r32l": GemmTile(32, 64, 2, 128), "r32wl": GemmTile(32, 128, 2, 128)}
+RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128)}
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
+# ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
+# (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K up to 32 rows take r32w there
+RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
 
 
@@ -120,14 +120,17 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps.
     rd (q4_0 on sm_80+, K % 128 == 0: rd_fits): up to 64 rows the register-direct tiles, r32 / r32w
-    (N >= WIDE_MIN_N) / r64, splits as above but at most RD_MAX_SPLITS (H200, s11: 30-43% below the
-    shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices)."""
+    (N >= WIDE_MIN_N or K >= RD_LONG_K) / r64, splits as above but at most RD_MAX_SPLITS (RD_LONG_K_SPLITS
+    for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the shared-memory tiles at M = 32, 11-20% at
+    M = 64 on the llama3-8b matrices)."""
     res = resident or GEMM_V100_RESIDENT
     if rd and m <= 64:
-        tile = "r64" if m > 32 else "r32w" if n >= WIDE_MIN_N else "r32"
+        long_k = m <= 32 and k >= RD_LONG_K
+        tile = "r64" if m > 32 else "r32w" if n >= WIDE_MIN_N or long_k else "r32"
         blocks = -(-n // RD_TILES[tile].bn) * -(-m // RD_TILES[tile].bm)
         slots = sms * res.get(tile, 2)
-        return tile, max(1, min(RD_MAX_SPLITS, (k // RD_TILES[tile].bk) // 4, slots // blocks))
+        cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
+        return tile, max(1, min(cap, (k // RD_TILES[tile].bk) // 4, slots // blocks))
     ntiles = -(-n // 64)
     if m <= 32:
         tile = "m32"

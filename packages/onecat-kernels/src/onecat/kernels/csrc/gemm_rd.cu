@@ -75,15 +75,14 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // (BK = 128 KS: each W row's step is 64 KS contiguous bytes, lane q reading chunks KS q .. KS q + KS - 1).
 // W prefetched PDW steps ahead, x PDX <= PDW steps ahead (one ring of PDW + 1 register sets: a step
 // is never shorter than the latency of the loads it waits on, and x comes from L2 under the same
-// queues as W from DRAM). LATE: step st + PDW's W is fetched into step st's slot once st's MMAs
-// are issued (a ring of PDW sets: fewer registers, W in flight a little later).
+// queues as W from DRAM).
 //
 // Shared x in MMA operand order: 16-byte slot (row pair p = 8 mt + g, k quad) holds x[r][k..k+1],
 // x[r + 8][k..k+1], x[r][k+2..k+3], x[r + 8][k+2..k+3] (r = 16 mt + g): one 16-byte load is one slice's
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX, bool LATE = false>
+template <int MT, int NB, int KS, int PDW, int PDX>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -93,7 +92,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
   constexpr int XV = SLOTS / THREADS;              // ... per thread
   constexpr int STAGE = BM / 2 * PS * 8;           // halves
-  constexpr int C_LD = BN + 4, R = LATE ? PDW : PDW + 1;  // LATE: step st + PDW's W goes into st's slot after it
+  constexpr int C_LD = BN + 4, R = PDW + 1;
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
@@ -224,10 +223,9 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
       const int st = st0 + u;
       if (st < s_end) {
         const int buf = (st - s_begin) & 1;
-        if (!LATE && st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
+        if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
         if (st + PDX < s_end) fetch_x(rs[(u + PDX) % R], st + PDX);
         compute(rs[u], buf);
-        if (LATE && st + PDW < s_end) fetch_w(rs[u], st + PDW);
         if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
         __syncthreads();
       }
@@ -251,19 +249,17 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
 // launch signature (qh, gchunks unused).
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, LATE)                                                         \
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
   extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE(                                 \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
       int K, int gchunks, int steps_per_split) {                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, LATE>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split); \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);   \
   }
-GEMM_RD(r32, 2, 2, 1, 2, 2, false)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
-GEMM_RD(r32w, 2, 4, 1, 2, 1, false)    // 32 x 128, x one step ahead (route: M <= 32, N >= 16384)
-GEMM_RD(r64, 4, 2, 1, 2, 2, false)     // 64 x 64 (route: M <= 64)
-GEMM_RD(r32k2, 2, 2, 2, 2, 2, false)   // 32 x 64, K-steps of 256 (timed by gemm_bench, not routed)
-GEMM_RD(r32wk2, 2, 4, 2, 1, 1, false)  // 32 x 128, K-steps of 256, one step ahead (ditto)
-// LATE (not yet timed): a step's W slot refilled right after its MMAs, a ring of PDW sets instead of
-// PDW + 1: r32w 222 -> 166 registers (3 blocks per SM), r32 157 -> 128 (4) on sm_90 (NVRTC 13)
-GEMM_RD(r32wl, 2, 4, 1, 2, 1, true)
-GEMM_RD(r32l, 2, 2, 1, 2, 2, true)
+GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
+GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
+GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)
+// Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
+// W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
+// ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three
+// above on any llama3-8b matrix, so neither W latency nor x traffic is what holds these kernels back.

@@ -41,7 +41,7 @@
 ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                              unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                "{%0,%1,%2,%3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -171,8 +171,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
       for (int i = 0; i < 4; ++i) acc[b][mt][i] = 0.f;
 
   // One step from shared stage buf and W set r: per half chunk (16 weights of each n8 block's row =
-  // 8 pairs = 4 MMA slices) the dequantized B operands, then per row tile and slice one 16-byte
-  // shared load (the A operand) and NB MMAs.
+  // 8 pairs = 4 MMA slices) the dequantized B operands, then per slice the row tiles' 16-byte shared
+  // loads (A operands) and MT x NB MMAs (independent accumulators back to back).
   auto compute = [&](const Regs& r, int buf) {
     const __half* xa = sh + buf * STAGE + a_off;
 #pragma unroll
@@ -193,13 +193,16 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
           }
         }
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        for (int s = 0; s < 4; ++s) {  // slice-major: MT x NB independent accumulators between dependent MMAs
+          uint4 a[MT];
 #pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint4 a = *reinterpret_cast<const uint4*>(xa + (mt * 8 * PS + 8 * j + 4 * h + s) * 8);
+          for (int mt = 0; mt < MT; ++mt) a[mt] = *reinterpret_cast<const uint4*>(xa + (mt * 8 * PS + 8 * j + 4 * h + s) * 8);
 #pragma unroll
-            for (int b = 0; b < NB; ++b) mma_16816(acc[b][mt], a.x, a.y, a.z, a.w, bf[b][2 * s], bf[b][2 * s + 1]);
-          }
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int b = 0; b < NB; ++b)
+              mma_16816(acc[b][mt], a[mt].x, a[mt].y, a[mt].z, a[mt].w, bf[b][2 * s], bf[b][2 * s + 1]);
+        }
       }
   };
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydoc_data.topics import topics
 
 import pytest
+import torch
 
 from onecat.serve.config import CacheConfig, EngineConfig, SchedulerConfig
 from onecat.serve.engine import LLMEngine
@@ -155,3 +156,16 @@ def test_max_tokens_beyond_the_context_is_refused(llm):
 def test_seed_must_fit_64_bits():
     with pytest.raises(ValueError, match="64-bit"):
         SamplingParams(seed=2**70)
+
+
+def test_score_from_a_position_is_the_tail_of_the_full_score(llm):
+    """ModelRunner.score(ids, first) runs the LM head on positions first.. only (engine_check's
+    reference scoring): the same logits as the full score's tail; a first outside the sequence is refused."""
+    runner = llm.engine.runner
+    ids = list(range(200, 240))
+    full, tail = runner.score(ids), runner.score(ids, first=30)
+    assert tail.shape == (10, full.shape[1])
+    torch.testing.assert_close(tail, full[30:], rtol=1e-5, atol=1e-4)
+    for bad in (-1, 40):
+        with pytest.raises(ValueError, match=f"first={bad}"):
+            runner.score(ids, first=bad)

@@ -137,7 +137,7 @@ def main() -> int:
                       loaded=cpu_loaded or build("cpu", torch.float32))
     checked = mismatched = 0
     for i, (p, o) in enumerate(zip(prompts, outs)):  # teacher-forced on the GPU's tokens: every position scores
-        logits = cpu.score(p + o)[len(p) - 1: len(p) - 1 + len(o)]
+        logits = cpu.score(p + o, first=len(p) - 1)[:len(o)]
         top2 = logits.topk(2, dim=-1)
         clear = (top2.values[:, 0] - top2.values[:, 1]) > GAP
         agree = top2.indices[:, 0] == torch.tensor(o)

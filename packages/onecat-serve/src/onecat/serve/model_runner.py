@@ -320,9 +320,12 @@ class ModelRunner:
         self.seeds.pop(request_id, None)
 
     @torch.inference_mode()
-    def score(self, token_ids: list[int]) -> torch.Tensor:
-        """Logits [T, V] (float32) at every position of one sequence, on a scratch KV cache
-        (the engine's cache and its prefix entries are untouched). For fidelity and PPL checks."""
+    def score(self, token_ids: list[int], first: int = 0) -> torch.Tensor:
+        """Logits [T - first, V] (float32) at positions first.. of one sequence, on a scratch KV cache
+        (the engine's cache and its prefix entries are untouched). For fidelity and PPL checks; `first`
+        spares the LM head the positions a check does not read (on a 128K vocabulary most of the cost)."""
+        if not 0 <= first < len(token_ids):
+            raise ValueError(f"score: first={first} outside the sequence's {len(token_ids)} positions")
         T, bs = len(token_ids), self.block_size
         nblk = -(-T // bs)
         shape = (nblk, bs, self.spec.num_kv_heads, self.spec.head_dim)
@@ -331,4 +334,4 @@ class ModelRunner:
         md = self._metadata([0, T], [T], [list(range(nblk))], list(range(T)))
         ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         hidden = self.model.forward(ids, torch.arange(T, device=self.device), caches, md)
-        return self.model.compute_logits(hidden)
+        return self.model.compute_logits(hidden[first:])

@@ -359,6 +359,26 @@ def test_register_direct_route():
 
 
 @gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
+                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+def test_register_direct_l2_prefetch_route(monkeypatch):
+    """ONECAT_RD_L2PF (gemm_ops.RD_L2PF): ops.linear takes the route's tile with the L2 prefetch of
+    the block's W slice (<tile>pf): the same products, so the same bits as the plain tile."""
+    for m, n, k in ((32, 4096, 4096), (20, 16448, 1024), (64, 4096, 14336)):
+        x, w, b = _inputs("q4_0", m, n, k, m == 20, SEED + m)
+        plain = ops.linear(x, w, b)
+        monkeypatch.setattr(gemm_ops, "RD_L2PF", True)
+        calls = []
+        real = gemm_ops.gemm_launch
+        monkeypatch.setattr(gemm_ops, "gemm_launch", lambda *a: calls.append(a[3]) or real(*a))
+        with cuda_ops.poison_outputs():
+            got = ops.linear(x, w, b)
+        monkeypatch.undo()
+        assert calls and calls[0].endswith("pf"), calls
+        assert torch.equal(got, plain), f"M={m} N={n} K={k}"
+
+
+@gpu
 def test_tiled_layout_matches_row_major():
     """gemm_p_q4_0_<tile>_tl on tile_q4_0's planes: the same products in the same order, so the same
     bits as the row-major kernel, for every decode tile and split."""

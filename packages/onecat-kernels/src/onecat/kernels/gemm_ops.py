@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from typing import NamedTuple
 
 import torch
@@ -48,6 +49,10 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128)}
+# Experiment: the route's tiles sending the rest of the block's W slice towards L2 before pdl_wait
+# (gemm_rd.cu L2PF); ONECAT_RD_L2PF=1 routes them (read once, like ONECAT_PDL).
+RD_TILES.update({f"{t}pf": tile for t, tile in list(RD_TILES.items())})
+RD_L2PF = os.environ.get("ONECAT_RD_L2PF", "0") == "1"
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
@@ -196,7 +201,7 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None):
     k = x.shape[-1]
     m = x.numel() // k
     tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device), rd=True)
-    return gemm_launch(x, weight, bias, tile, splits)
+    return gemm_launch(x, weight, bias, tile + "pf" if RD_L2PF else tile, splits)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:

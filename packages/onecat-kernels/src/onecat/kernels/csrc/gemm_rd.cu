@@ -52,6 +52,8 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
 
 ONECAT_DEVICE unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
 
+ONECAT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // (v & mask) | 0x64006400 as one LOP3 (the constant in a register: NVRTC otherwise emits two).
 ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
   unsigned d;
@@ -82,7 +84,7 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX>
+template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -212,6 +214,11 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int u = 0; u < PDW; ++u)
       if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
   }
+  if (L2PF) {  // the rest of the block's W towards L2 too (lane q: steps PDW + q, + 4, ...; a line holds two)
+    for (int st = s_begin + PDW + qd; st < s_end; st += 4)
+#pragma unroll
+      for (int b = 0; b < NB; ++b) prefetch_l2(wp[b] + 4 * KS * st);
+  }
   pdl_wait();  // sm_90 with PDL: the weights above load while the previous kernel finishes; x after it
   if (s_begin < s_end) {
 #pragma unroll
@@ -252,16 +259,22 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
 // launch signature (qh, gchunks unused).
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, L2PF)                                                         \
   extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE(                                 \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
       int K, int gchunks, int steps_per_split) {                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);   \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, L2PF>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split); \
   }
-GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
-GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
-GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)
+GEMM_RD(r32, 2, 2, 1, 2, 2, false)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
+GEMM_RD(r32w, 2, 4, 1, 2, 1, false)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
+GEMM_RD(r64, 4, 2, 1, 2, 2, false)   // 64 x 64 (route: M <= 64)
+// Experiment (ONECAT_RD_L2PF=1, gemm_ops): the same tiles also sending the rest of the block's W slice
+// towards L2 before pdl_wait, so under PDL its DRAM reads start while the previous kernel finishes
+// (ncu, s12: a quarter of r32's stall samples on the o projection wait for the first loads).
+GEMM_RD(r32pf, 2, 2, 1, 2, 2, true)
+GEMM_RD(r32wpf, 2, 4, 1, 2, 1, true)
+GEMM_RD(r64pf, 4, 2, 1, 2, 2, true)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

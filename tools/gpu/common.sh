@@ -1,5 +1,6 @@
 # tools/gpu/common.sh: sourced by the GPU scripts, from the repo root (the lent machine has torch
-# and NVRTC 13, no network, no pip: what else a script needs travels as wheels in the ignored .whl/).
+# and NVRTC 13, no network, no pip: what else a script needs travels as wheels in the ignored .whl/,
+# filled by tools/gpu/prepare_carry.sh).
 #
 # gpu_env SITE CACHE: the workspace packages and SITE on PYTHONPATH (after them, before anything
 #   set already), onecat's kernel cache in CACHE; the carried gguf wheel unpacked into SITE, and

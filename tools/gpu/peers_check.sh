@@ -12,8 +12,8 @@
 #   pip download --no-deps --only-binary=:all: -d .whl gguf==0.19.0   # if the machine lacks gguf
 # PEERS_LIMIT_S (default 570): seconds for the whole script; the peers run gets what the build left.
 # PEERS_SKIP_BUILD=1: no llama.cpp build (e.g. with --engines hf onecat).
-# Prebuilt binaries from an earlier call's $OUT (llama-bin.tar.xz.00, .01, ...) copied into .peers/
-# skip the build (same machine image). $OUT keeps at most 8 files: check.log, 4 under peers/, 3 parts.
+# Prebuilt binaries in .peers/ (llama-bin.tar.xz.00, .01, ...: an earlier call's $OUT, or built on the
+# CPU machine with tools/peers/toolkit_here.sh) skip the build if they run here; if not, it builds. $OUT keeps at most 8 files: check.log, 4 under peers/, 3 parts.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 T0=$(date +%s)
@@ -46,13 +46,21 @@ if [ "${PEERS_SKIP_BUILD:-0}" = 1 ]; then
   echo "PEERS_SKIP_BUILD=1: not building llama.cpp"
 elif [ -x "$BUILD/bin/llama-bench" ]; then
   echo "already built: $BUILD/bin"
-elif [ -f .peers/llama-bin.tar.xz.00 ]; then
-  mkdir -p "$BUILD/bin" && cat .peers/llama-bin.tar.xz.* | tar -xJf - -C "$BUILD/bin" \
-    && echo "prebuilt binaries from .peers/llama-bin.tar.xz.*"
 else
-  ( s=$(date +%s); tools/peers/build_llama_cpp.sh .peers/llama.cpp "$BUILD" > /tmp/llama_build.log 2>&1
-    echo "rc=$? seconds=$(( $(date +%s) - s ))" >> /tmp/llama_build.log ) &
-  BUILD_PID=$!
+  if [ -f .peers/llama-bin.tar.xz.00 ]; then  # built by an earlier call, or here (tools/peers/toolkit_here.sh)
+    mkdir -p "$BUILD/bin" && cat .peers/llama-bin.tar.xz.* | tar -xJf - -C "$BUILD/bin"
+    if "$BUILD/bin/llama-bench" --help > /dev/null 2>&1; then
+      echo "prebuilt binaries from .peers/llama-bin.tar.xz.*"
+    else  # e.g. built against other system libraries: build here after all
+      echo "prebuilt binaries do not run here ($("$BUILD/bin/llama-bench" --help 2>&1 | head -1)): building"
+      rm -rf "$BUILD"
+    fi
+  fi
+  if [ ! -x "$BUILD/bin/llama-bench" ]; then
+    ( s=$(date +%s); tools/peers/build_llama_cpp.sh .peers/llama.cpp "$BUILD" > /tmp/llama_build.log 2>&1
+      echo "rc=$? seconds=$(( $(date +%s) - s ))" >> /tmp/llama_build.log ) &
+    BUILD_PID=$!
+  fi
 fi
 
 echo "== GGUF files ($(elapsed) s)"

@@ -42,9 +42,9 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
                              unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #else
   __trap();  // no m16n8k16 before sm_80: gemm_ops never launches these kernels there
 #endif
@@ -278,4 +278,4 @@ GEMM_RD(r64pf, 4, 2, 1, 2, 2, true)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three
-// above on any llama3-8b matrix, so neither W latency nor x traffic is what holds these kernels back.
+// above by more than 1% on a llama3-8b matrix, so neither W latency nor x traffic is what holds them back.

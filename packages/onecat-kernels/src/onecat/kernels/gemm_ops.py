@@ -59,6 +59,10 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K up to 32 rows take r32w there
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
+# Experiment: the up-to-32-row tiles with rms_norm_linear's RMSNorm (after the residual add) in front
+# (gemm_rd.cu NORM; linear_fused_ops.cuda_pack_gemm_rd_norm); resident blocks under "<tile>_rn"
+RD_NORM_TILES = ("r32", "r32w")
+_RD_NORM = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_rn", "ppppppppiiiii" + "ppppf", pdl=True) for t in RD_NORM_TILES}
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,6 +108,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
     if rd_fits(kind, 128, device):
         kernels.update(_RD)
+        kernels.update({f"{t}_rn": kern for t, kern in _RD_NORM.items()})
     for tile, kern in kernels.items():
         n = ctypes.c_int()
         with torch.cuda.device(idx):
@@ -155,9 +160,11 @@ def _tile(name: str) -> GemmTile:
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False):
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, norm=None):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
-    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl)."""
+    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). norm = (residual or None, res_out,
+    norm weight, eps): gemm_rd_q4_0_<tile>_rn, x normalized in front (rms_norm_linear), the new residual
+    stream x + residual written to res_out."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
@@ -181,9 +188,17 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
         kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
+        extra = ()
+        if norm is not None:
+            if tile not in _RD_NORM:
+                raise ValueError(f"packed GEMM tile {tile}: no normed-input form ({'/'.join(RD_NORM_TILES)})")
+            residual, res_out, norm_weight, eps = norm
+            kern = _RD_NORM[tile]  # split-K: every block's partial sums of squares, the tile's last adds them
+            ss = torch.empty((splits, gx * gy, t.bm), dtype=torch.float32, device=x.device) if splits > 1 else None
+            extra = (_ptr(residual), _ptr(res_out), norm_weight.data_ptr(), _ptr(ss), float(eps))
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, device=x.device)
+                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
     return out
 
 

@@ -54,6 +54,25 @@ ONECAT_DEVICE unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h);
 
 ONECAT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// NORM tiles (rms_norm_linear: the RMSNorm in front fused, x staged as x . g and the rows scaled by
+// inv_rms in the epilogue, gemm_epilogue.cuh RowNorm): the residual stream's inputs and outputs.
+struct RdNormArgs {
+  const __half* res;  // residual (x := x + res, rounded to FP16 as reference.rms_norm does), or null
+  __half* res_out;    // x + res, written by the blocks of the first N tile (each split its K range)
+  const __half* g;    // the norm weight [K]
+  float* ss_ws;       // split-K: every block's partial sums of squares ([S][tiles][BM])
+  float eps;
+};
+
+// 4 halves (2 words) as floats and back, FP32 math, one rounding
+ONECAT_DEVICE void h4_to_f(uint2 v, float (&f)[4]) {
+  const float2 a = __half22float2(u2h(v.x)), b = __half22float2(u2h(v.y));
+  f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
+}
+ONECAT_DEVICE uint2 f_to_h4(const float (&f)[4]) {
+  return make_uint2(h2u(__floats2half2_rn(f[0], f[1])), h2u(__floats2half2_rn(f[2], f[3])));
+}
+
 // (v & mask) | 0x64006400 as one LOP3 (the constant in a register: NVRTC otherwise emits two).
 ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
   unsigned d;
@@ -84,11 +103,11 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF>
+template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF, bool NORM = false>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                             int steps_per_split) {
+                             int steps_per_split, RdNormArgs nrm = RdNormArgs{}) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -98,8 +117,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
+  // NORM: a thread's slots all sit at one column (THREADS % (BK / 4) == 0) and the 32 lanes of a warp
+  // share their slots' rows (KS == 1: a row pair's BK / 4 = 32 slots are one warp's)
+  static_assert(!NORM || KS == 1, "NORM tiles: one warp per row pair and step");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
+  __shared__ float ss_sh[NORM ? BM : 1];
   __half* sh = reinterpret_cast<__half*>(smem);
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
@@ -121,10 +144,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const __half* xp0[XV];
   const __half* xp1[XV];
   int xs_st[XV];
+  unsigned rows_ok = 0;  // NORM: bit 2i / 2i + 1: slot i's rows r / r + 8 exist (the residual written there)
 #pragma unroll
   for (int i = 0; i < XV; ++i) {
     const int L = t + i * THREADS, p = (unsigned)L / (BK / 4), kq = (unsigned)L % (BK / 4);
     const int r = 16 * (p >> 3) + (p & 7);
+    rows_ok |= (m0 + r < M ? 1u : 0u) << (2 * i) | (m0 + r + 8 < M ? 2u : 0u) << (2 * i);
     xp0[i] = x + (i64)min(m0 + r, M - 1) * K + 4 * kq;
     xp1[i] = x + (i64)min(m0 + r + 8, M - 1) * K + 4 * kq;
     xs_st[i] = (p * PS + (int)((unsigned)kq / (8 * KS)) * QS + (int)((unsigned)kq % (8 * KS))) * 8;
@@ -141,7 +166,15 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     uint4 w[NB][KS];
     unsigned short s[NB][KS];
     uint2 x0[XV], x1[XV];
+    uint2 r0[NORM ? XV : 1], r1[NORM ? XV : 1], gv;  // NORM: the residual there, the norm weight's 4 columns
   };
+  const int kcol = 4 * ((unsigned)t % (BK / 4));  // NORM: the column of every slot of this thread
+  const bool res_writer = NORM && nrm.res && blockIdx.x == 0;
+  // NORM: the residual and the new stream at x's offsets (byte distances, one register pair each)
+  const i64 dres = NORM ? reinterpret_cast<const char*>(nrm.res) - reinterpret_cast<const char*>(x) : 0;
+  const i64 dout = NORM ? reinterpret_cast<const char*>(nrm.res_out) - reinterpret_cast<const char*>(x) : 0;
+  auto at = [](const __half* p, i64 d) { return reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(p) + d); };
+  float ssq[NORM ? XV : 1][2] = {};  // NORM: partial sums of squares of the slots' rows r, r + 8
   auto fetch_w = [&](Regs& r, int st) {
 #pragma unroll
     for (int b = 0; b < NB; ++b)
@@ -156,12 +189,47 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int i = 0; i < XV; ++i) {
       r.x0[i] = __ldg(reinterpret_cast<const uint2*>(xp0[i] + st * BK));
       r.x1[i] = __ldg(reinterpret_cast<const uint2*>(xp1[i] + st * BK));
+      if (NORM && nrm.res) {
+        r.r0[i] = __ldg(at(xp0[i] + st * BK, dres));
+        r.r1[i] = __ldg(at(xp1[i] + st * BK, dres));
+      }
     }
+    if (NORM) r.gv = __ldg(reinterpret_cast<const uint2*>(nrm.g + kcol + st * BK));
   };
-  auto stash_x = [&](const Regs& r, int buf) {
+  // NORM: x + res (FP16, written out as the new residual stream), its squares summed per row, then
+  // x . g staged (the rows' inv_rms comes in the epilogue)
+  auto norm_in = [&](uint2 v, uint2 res, uint2 gv, float& ss, __half* res_dst) -> uint2 {
+    float f[4], w[4];
+    h4_to_f(v, f);
+    if (nrm.res) {
+      float rr[4];
+      h4_to_f(res, rr);
 #pragma unroll
-    for (int i = 0; i < XV; ++i)
-      *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(r.x0[i].x, r.x1[i].x, r.x0[i].y, r.x1[i].y);
+      for (int e = 0; e < 4; ++e) f[e] += rr[e];
+      v = f_to_h4(f);
+      h4_to_f(v, f);  // the sum as rounded to FP16: the residual stream's value
+      if (res_dst) *reinterpret_cast<uint2*>(res_dst) = v;
+    }
+    h4_to_f(gv, w);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      ss = fmaf(f[e], f[e], ss);
+      f[e] *= w[e];
+    }
+    return f_to_h4(f);
+  };
+  auto stash_x = [&](const Regs& r, int buf, int st) {
+#pragma unroll
+    for (int i = 0; i < XV; ++i) {
+      uint2 a = r.x0[i], b = r.x1[i];
+      if constexpr (NORM) {
+        a = norm_in(a, r.r0[i], r.gv, ssq[i][0],
+                    res_writer && (rows_ok >> (2 * i) & 1u) ? (__half*)at(xp0[i] + st * BK, dout) : nullptr);
+        b = norm_in(b, r.r1[i], r.gv, ssq[i][1],
+                    res_writer && (rows_ok >> (2 * i) & 2u) ? (__half*)at(xp1[i] + st * BK, dout) : nullptr);
+      }
+      *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(a.x, b.x, a.y, b.y);
+    }
   };
 
   float acc[NB][MT][4];
@@ -224,7 +292,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 #pragma unroll
     for (int u = 0; u < PDX; ++u)
       if (s_begin + u < s_end) fetch_x(rs[u], s_begin + u);
-    stash_x(rs[0], 0);
+    stash_x(rs[0], 0, s_begin);
   }
   __syncthreads();
   for (int st0 = s_begin; st0 < s_end; st0 += R) {
@@ -236,13 +304,37 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
         if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
         if (st + PDX < s_end) fetch_x(rs[(u + PDX) % R], st + PDX);
         compute(rs[u], buf);
-        if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
+        if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1, st + 1);
         __syncthreads();
       }
     }
   }
 
   pdl_launch_dependents();  // the next kernel's blocks may start during this epilogue
+  RowNorm rn;
+  float inv[MT][2];  // NORM, one split: inv_rms of this lane's accumulator rows 16 mt + g, + 8
+  if constexpr (NORM) {  // the block's sums of squares per row: a warp's lanes share their slots' rows
+#pragma unroll
+    for (int i = 0; i < XV; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ssq[i][h] += __shfl_xor_sync(0xffffffffu, ssq[i][h], o);
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < XV; ++i) {
+        const int p = (unsigned)(t + i * THREADS) / (BK / 4), r = 16 * (p >> 3) + (p & 7);
+        ss_sh[r] = ssq[i][0];
+        ss_sh[r + 8] = ssq[i][1];
+      }
+    __syncthreads();
+    rn = RowNorm{ss_sh, nrm.ss_ws, 1.f / K, nrm.eps};
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        inv[mt][h] = gridDim.z == 1 ? rsqrtf(ss_sh[16 * mt + g + 8 * h] * rn.inv_k + rn.eps) : 1.f;
+  }
   // epilogue: accumulators -> fp32 staging [BM][C_LD] (the stages are free after the last barrier)
   float* cs = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -250,11 +342,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       float* c = cs + (mt * 16 + g) * C_LD + warp * WN + 8 * b + 2 * qd;
-      *reinterpret_cast<float2*>(c) = make_float2(acc[b][mt][0], acc[b][mt][1]);
-      *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
+      const float lo = NORM ? inv[mt][0] : 1.f, hi = NORM ? inv[mt][1] : 1.f;
+      *reinterpret_cast<float2*>(c) = make_float2(acc[b][mt][0] * lo, acc[b][mt][1] * lo);
+      *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2] * hi, acc[b][mt][3] * hi);
     }
   __syncthreads();
-  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
+  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, rn);
 }
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
@@ -275,6 +368,23 @@ GEMM_RD(r64, 4, 2, 1, 2, 2, false)   // 64 x 64 (route: M <= 64)
 GEMM_RD(r32pf, 2, 2, 1, 2, 2, true)
 GEMM_RD(r32wpf, 2, 4, 1, 2, 1, true)
 GEMM_RD(r64pf, 4, 2, 1, 2, 2, true)
+
+// gemm_rd_q4_0_<tile>_rn (experiment, ONECAT_RD_NORM=1: linear_fused_ops' cuda_pack_gemm_rd_norm):
+// rms_norm_linear in one launch, the route's tiles with the RMSNorm (after the residual add) in front.
+#define GEMM_RD_NORM(TILE, MT, NB, KS, PDW, PDX)                                                          \
+  extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE##_rn(                            \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
+      int K, int gchunks, int steps_per_split, const __half* res, __half* res_out, const __half* g,     \
+      float* ss_ws, float eps) {                                                                         \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, false, true>(out, x, q, meta, bias, ws, counters, M, N, K,       \
+                                                     steps_per_split, RdNormArgs{res, res_out, g, ss_ws, eps}); \
+  }
+// Up to 32 rows (sm_90, NVRTC 13: 231 / 229 registers, no spills); r64's form spilled 688 bytes, so 33..64
+// rows keep the unfused norm. x and the residual one step ahead; r32w's W one step ahead too (28 bytes
+// of spills two steps ahead).
+GEMM_RD_NORM(r32, 2, 2, 1, 2, 1)
+GEMM_RD_NORM(r32w, 2, 4, 1, 1, 1)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

@@ -2,7 +2,8 @@
 provider `cuda_pack_gemm_rd_norm`, an experiment behind ONECAT_RD_NORM=1). CPU: admission on fake
 devices and the reasons it gives. GPU (sm_80+): against the torch reference (rms_norm, then x @
 W.dequantize()^T, then silu_and_mul), the new residual stream bit-equal to the reference's, unsplit and
-split-K tiles, no residual (the first layer), bias, odd N, and a CUDA-graph replay."""
+split-K tiles, the GLU in the launch (one split, no bias) or after it, no residual (the first layer),
+bias, odd N, and a CUDA-graph replay."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import random
 import pytest
 import torch
 
-from onecat.kernels import build, cuda_ops, linear_fused_ops, ops
+from onecat.kernels import build, cuda_ops, gemm_ops, linear_fused_ops, ops
 from onecat.kernels import reference as ref
 from onecat.kernels.weights import random_packed
 
@@ -92,19 +93,25 @@ def _err(got, want):
 
 @gpu
 @needs_sm80
-@pytest.mark.parametrize("m,n,k,residual,bias,act", [
-    (17, 6144, 4096, True, False, None),            # qkv: r32, split K
-    (32, 28672, 4096, True, False, "silu_and_mul"),  # gate_up: r32w, one split
-    (24, 4096, 1024, False, True, None),             # the first layer (no residual), bias
-    (32, 4096, 14336, True, False, None),            # long K: r32w, 8 splits
-    (20, 200, 512, True, False, None),               # N not a multiple of the tile
+@pytest.mark.parametrize("m,n,k,residual,bias,act,glu", [
+    (17, 6144, 4096, True, False, None, False),            # qkv: r32, split K
+    (32, 28672, 4096, True, False, "silu_and_mul", True),   # gate_up: r32w, one split, the GLU in the launch
+    (24, 4096, 1024, False, True, None, False),             # the first layer (no residual), bias
+    (32, 4096, 14336, True, False, None, False),            # long K: r32w, 8 splits
+    (20, 200, 512, True, False, None, False),               # N not a multiple of the tile
+    (20, 3072, 4096, True, False, "silu_and_mul", False),   # split K: silu_and_mul after the launch
+    (32, 28672, 4096, True, True, "silu_and_mul", False),   # bias: silu_and_mul after the launch
 ])
-def test_against_reference(rd_norm_on, m, n, k, residual, bias, act):
+def test_against_reference(rd_norm_on, monkeypatch, m, n, k, residual, bias, act, glu):
     seed = SEED + m + n
     x, res, g, w, b = _case(m, n, k, residual, bias, seed)
+    launched = []
+    real = gemm_ops.gemm_launch
+    monkeypatch.setattr(gemm_ops, "gemm_launch", lambda *a, **kw: launched.append(kw["glu"]) or real(*a, **kw))
     with cuda_ops.poison_outputs(), ops.registry.recording() as used:
         y, new_res = ops.rms_norm_linear(x, g, 1e-6, w, res, b, act)
     assert [s.provider.name for s in used if s.problem.op == "rms_norm_linear"] == ["cuda_pack_gemm_rd_norm"]
+    assert launched == [glu]
     want, want_res = _reference(x, res, g, w, b, 1e-6, act)
     assert torch.equal(new_res, want_res), "the new residual stream differs"
     assert _err(y, want) <= TOL, f"M={m} N={n} K={k} act={act}: rel err {_err(y, want):.3g} seed={seed}"

@@ -63,6 +63,8 @@ _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) f
 # (gemm_rd.cu NORM; linear_fused_ops.cuda_pack_gemm_rd_norm); resident blocks under "<tile>_rn"
 RD_NORM_TILES = ("r32", "r32w")
 _RD_NORM = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_rn", "ppppppppiiiii" + "ppppf", pdl=True) for t in RD_NORM_TILES}
+_RD_NORM_GLU = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_rng", "ppppppppiiiii" + "ppppf", pdl=True)
+                for t in RD_NORM_TILES}  # ... onto [gate | up], silu_and_mul behind (one split, no bias)
 
 
 @functools.lru_cache(maxsize=None)
@@ -160,16 +162,20 @@ def _tile(name: str) -> GemmTile:
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, norm=None):
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, norm=None,
+                glu: bool = False):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). norm = (residual or None, res_out,
     norm weight, eps): gemm_rd_q4_0_<tile>_rn, x normalized in front (rms_norm_linear), the new residual
-    stream x + residual written to res_out."""
+    stream x + residual written to res_out; with glu (one split, no bias) gemm_rd_q4_0_<tile>_rng, the
+    weight's rows [gate | up] and silu(gate) * up returned, [.., N / 2]."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
-    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    if glu and (norm is None or bias is not None or n % 2):
+        raise ValueError(f"packed GEMM with the GLU behind: needs the normed-input tiles, no bias, even N (N={n})")
+    out = _empty((*x.shape[:-1], n // 2 if glu else n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0):
         raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} "
                          f"(needs q4_0, K % {RD_TILES[tile].bk} == 0, sm_80+)")
@@ -178,7 +184,9 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         steps = -(-k // t.bk)
         per = -(-steps // max(1, min(splits, steps)))
         splits = -(-steps // per)
-        gx, gy = -(-n // t.bn), -(-m // t.bm)
+        gx, gy = -(-(n // 2) // (t.bn // 2)) if glu else -(-n // t.bn), -(-m // t.bm)
+        if glu and splits > 1:
+            raise ValueError(f"packed GEMM with the GLU behind: one K split only ({splits} asked)")
         ws = cnt = None
         if splits > 1:  # FP32 partials per split, one arrival counter per output tile
             ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
@@ -193,7 +201,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             if tile not in _RD_NORM:
                 raise ValueError(f"packed GEMM tile {tile}: no normed-input form ({'/'.join(RD_NORM_TILES)})")
             residual, res_out, norm_weight, eps = norm
-            kern = _RD_NORM[tile]  # split-K: every block's partial sums of squares, the tile's last adds them
+            kern = (_RD_NORM_GLU if glu else _RD_NORM)[tile]  # split-K: every block's partial sums of squares
             ss = torch.empty((splits, gx * gy, t.bm), dtype=torch.float32, device=x.device) if splits > 1 else None
             extra = (_ptr(residual), _ptr(res_out), norm_weight.data_ptr(), _ptr(ss), float(eps))
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),

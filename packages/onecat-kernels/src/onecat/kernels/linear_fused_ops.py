@@ -16,7 +16,8 @@ rotary_and_cache):
   register-direct GEMM with the norm in front (gemm_rd.cu NORM): x + residual summed while x is staged
   (the blocks of the first N tile write the new residual stream), x . g staged, each row scaled by its
   inv_rms in the epilogue (split-K: the splits' sums of squares added by the tile's last block). One
-  launch instead of rms_norm + linear; the activation stays ops.silu_and_mul.
+  launch instead of rms_norm + linear; with the activation and no K split (gate_up) silu(gate) * up is
+  written by the same launch, else ops.silu_and_mul follows.
 * `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
   its own admitted provider (the GPU route for batches, other formats and dense weights).
 * the torch reference everywhere else (the CPU route).
@@ -141,9 +142,10 @@ def rms_norm_linear_rd(x, norm_weight, eps, weight, residual=None, bias=None, ac
     resident = {**resident, **{t: resident[f"{t}_rn"] for t in gemm_ops.RD_NORM_TILES}}
     tile, splits = gemm_ops.gemm_shape(m, weight.shape[0], k, sms, resident, rd=True)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    y = gemm_ops.gemm_launch(x, weight, bias, tile, splits,
+    glu = act is not None and splits == 1 and bias is None  # the activation in the same launch
+    y = gemm_ops.gemm_launch(x, weight, bias, tile, splits, glu=glu,
                              norm=(residual, res_out if residual is not None else None, norm_weight, eps))
-    return (ops.silu_and_mul(y) if act else y), res_out
+    return (ops.silu_and_mul(y) if act and not glu else y), res_out
 
 
 def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,

@@ -103,7 +103,7 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF, bool NORM = false>
+template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF, bool NORM = false, bool GLU = false>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -120,6 +120,9 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   // NORM: a thread's slots all sit at one column (THREADS % (BK / 4) == 0) and the 32 lanes of a warp
   // share their slots' rows (KS == 1: a row pair's BK / 4 = 32 slots are one warp's)
   static_assert(!NORM || KS == 1, "NORM tiles: one warp per row pair and step");
+  // GLU ([gate | up] rows, N = 2 nout; one split, no bias): warps 0-1 take BN / 2 gate rows, warps 2-3
+  // the same rows of up, and the block writes silu(gate) * up for its BN / 2 outputs
+  static_assert(!GLU || NORM, "GLU tiles are NORM tiles");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
   __shared__ float ss_sh[NORM ? BM : 1];
@@ -134,7 +137,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const unsigned short* sp[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
-    const i64 row = min(n0 + warp * WN + 8 * b + g, N - 1);
+    const i64 row = GLU ? (warp >> 1) * (N / 2) + min(blockIdx.x * (BN / 2) + (warp & 1) * WN + 8 * b + g, N / 2 - 1)
+                        : min(n0 + warp * WN + 8 * b + g, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
     sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
     pin_pointer(wp[b]);
@@ -347,6 +351,23 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
       *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2] * hi, acc[b][mt][3] * hi);
     }
   __syncthreads();
+  if constexpr (GLU) {  // out [M, N / 2]: the linear's FP16 gate and up (as gemm_epilogue would round them),
+    constexpr int OB = BN / 2, OV = OB / 8;  // then activation.cu's silu_and_mul in FP32
+    const int nout = N / 2, c0 = blockIdx.x * OB;
+    for (int idx = t; idx < BM * OV; idx += THREADS) {
+      const int ml = idx / OV, gm = m0 + ml, j = (idx % OV) * 8, gc = c0 + j;
+      if (gm >= M || gc >= nout) continue;
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float gate = __half2float(__float2half_rn(cs[ml * C_LD + j + e]));
+        const float up = __half2float(__float2half_rn(cs[ml * C_LD + OB + j + e]));
+        v[e] = gate / (1.f + expf(-gate)) * up;
+      }
+      store_out8(out + (i64)gm * nout, gc, nout, v, nullptr);
+    }
+    return;
+  }
   gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, rn);
 }
 
@@ -371,15 +392,20 @@ GEMM_RD(r64pf, 4, 2, 1, 2, 2, true)
 
 // gemm_rd_q4_0_<tile>_rn (experiment, ONECAT_RD_NORM=1: linear_fused_ops' cuda_pack_gemm_rd_norm):
 // rms_norm_linear in one launch, the route's tiles with the RMSNorm (after the residual add) in front.
-#define GEMM_RD_NORM(TILE, MT, NB, KS, PDW, PDX)                                                          \
-  extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE##_rn(                            \
+#define GEMM_RD_NORM_ENTRY(NAME, MT, NB, KS, PDW, PDX, GLU)                                               \
+  extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
       int K, int gchunks, int steps_per_split, const __half* res, __half* res_out, const __half* g,     \
       float* ss_ws, float eps) {                                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, false, true>(out, x, q, meta, bias, ws, counters, M, N, K,       \
-                                                     steps_per_split, RdNormArgs{res, res_out, g, ss_ws, eps}); \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, false, true, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,  \
+                                                          steps_per_split, RdNormArgs{res, res_out, g, ss_ws, eps}); \
   }
+// <tile>_rn: the normed-input GEMM; <tile>_rng: the same onto [gate | up] with silu_and_mul behind
+// (one split: the provider takes it where gemm_shape splits no K, e.g. llama3-8b's gate_up).
+#define GEMM_RD_NORM(TILE, MT, NB, KS, PDW, PDX)                               \
+  GEMM_RD_NORM_ENTRY(gemm_rd_q4_0_##TILE##_rn, MT, NB, KS, PDW, PDX, false)   \
+  GEMM_RD_NORM_ENTRY(gemm_rd_q4_0_##TILE##_rng, MT, NB, KS, PDW, PDX, true)
 // Up to 32 rows (sm_90, NVRTC 13: 231 / 229 registers, no spills); r64's form spilled 688 bytes, so 33..64
 // rows keep the unfused norm. x and the residual one step ahead; r32w's W one step ahead too (28 bytes
 // of spills two steps ahead).

@@ -32,6 +32,10 @@
 //  * Programmatic dependent launch (sm_90, gemm_ops launches it with the attribute): the first PDW
 //    steps of W load before pdl_wait(), everything the step writes (x, counters, partials, out) after
 //    it; the next kernel may launch once this one's K loop is done.
+//  * Experiments behind switches (gemm_ops / linear_fused_ops; not yet run on a GPU when written, s12):
+//    L2PF (<tile>pf) sends the rest of the block's W slice towards L2 before pdl_wait; NORM (<tile>_rn)
+//    is rms_norm_linear: x + residual and its row sums of squares while x is staged, x . g staged, each
+//    row scaled by inv_rms in the epilogue; GLU (<tile>_rng) also writes silu(gate) * up.
 #include "gemm_epilogue.cuh"
 #include "packed_formats.cuh"
 

@@ -71,6 +71,19 @@ def test_admission(any_nvrtc, monkeypatch):
     assert select(1, w).provider.name == "cuda_gemv_norm"  # one row stays on the normed GEMV
 
 
+def test_launch_refuses_what_the_kernels_do_not_take():
+    """gemm_launch's normed / GLU forms: the GLU needs the normed tiles, no bias and an even N; the
+    normed form exists for r32 / r32w only (checked before anything launches)."""
+    w = random_packed(64, 256, "q4_0", torch.Generator().manual_seed(0))
+    x, g = torch.zeros(20, 256, dtype=torch.float16), torch.ones(256, dtype=torch.float16)
+    with pytest.raises(ValueError, match="GLU behind: needs the normed-input tiles"):
+        gemm_ops.gemm_launch(x, w, None, "r32", 1, glu=True)
+    with pytest.raises(ValueError, match="GLU behind: needs the normed-input tiles"):
+        gemm_ops.gemm_launch(x, w, torch.zeros(64, dtype=torch.float16), "r32", 1, norm=(None, None, g, 1e-6), glu=True)
+    with pytest.raises(ValueError, match="no normed-input form"):
+        gemm_ops.gemm_launch(x, w, None, "m32", 1, norm=(None, None, g, 1e-6))
+
+
 def _case(m, n, k, residual, bias, seed):
     gen = torch.Generator().manual_seed(seed)
     w = random_packed(n, k, "q4_0", gen, "cuda")

@@ -17,9 +17,16 @@
 # libraries through that absolute RPATH, where peers_check.sh unpacks them on the GPU machine.
 set -euo pipefail
 DEST=${1:-/tmp/onecat-cuda13}
-SRC=${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")}
+# the toolkit: $CUDA_HOME, else /usr/local/cuda, else where nvcc lives (a directory with bin/nvcc.profile:
+# /usr/local/bin/nvcc here is a wrapper script, not the toolkit's)
+SRC=${CUDA_HOME:-}
+if [[ -z "$SRC" ]]; then
+  for c in /usr/local/cuda "$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /nonexistent)")")")"; do
+    [[ -f "$c/bin/nvcc.profile" ]] && { SRC=$(readlink -f "$c"); break; }
+  done
+fi
 CUBLAS=${CUBLAS_VERSION:-13.0.*}
-[[ -x "$SRC/bin/nvcc" ]] || { echo "toolkit_here: no nvcc under $SRC" >&2; exit 2; }
+[[ -n "$SRC" && -x "$SRC/bin/nvcc" && -f "$SRC/bin/nvcc.profile" ]] || { echo "toolkit_here: no CUDA toolkit found (set CUDA_HOME)" >&2; exit 2; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 rm -rf "$DEST"

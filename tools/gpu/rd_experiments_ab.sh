@@ -13,6 +13,7 @@
 set -u
 . tools/gpu/common.sh
 gpu_env /tmp/site /tmp/onecat-cache
+machine_info > "$OUT/machine.txt" 2>&1
 T0=$(date +%s); LIMIT=${AB_LIMIT_S:-570}
 left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 {

@@ -152,12 +152,14 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const __half* xp0[XV];
   const __half* xp1[XV];
   int xs_st[XV];
-  unsigned rows_ok = 0;  // NORM: bit 2i / 2i + 1: slot i's rows r / r + 8 exist (the residual written there)
+  auto slot_row = [&](int i) {  // the first row r of slot i's row pair (the other is r + 8)
+    const int p = (unsigned)(t + i * THREADS) / (BK / 4);
+    return 16 * (p >> 3) + (p & 7);
+  };
 #pragma unroll
   for (int i = 0; i < XV; ++i) {
     const int L = t + i * THREADS, p = (unsigned)L / (BK / 4), kq = (unsigned)L % (BK / 4);
-    const int r = 16 * (p >> 3) + (p & 7);
-    rows_ok |= (m0 + r < M ? 1u : 0u) << (2 * i) | (m0 + r + 8 < M ? 2u : 0u) << (2 * i);
+    const int r = slot_row(i);
     xp0[i] = x + (i64)min(m0 + r, M - 1) * K + 4 * kq;
     xp1[i] = x + (i64)min(m0 + r + 8, M - 1) * K + 4 * kq;
     xs_st[i] = (p * PS + (int)((unsigned)kq / (8 * KS)) * QS + (int)((unsigned)kq % (8 * KS))) * 8;
@@ -231,10 +233,10 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int i = 0; i < XV; ++i) {
       uint2 a = r.x0[i], b = r.x1[i];
       if constexpr (NORM) {
-        a = norm_in(a, r.r0[i], r.gv, ssq[i][0],
-                    res_writer && (rows_ok >> (2 * i) & 1u) ? (__half*)at(xp0[i] + st * BK, dout) : nullptr);
+        const int row = m0 + slot_row(i);  // rows past M (read as row M - 1) write no residual
+        a = norm_in(a, r.r0[i], r.gv, ssq[i][0], res_writer && row < M ? (__half*)at(xp0[i] + st * BK, dout) : nullptr);
         b = norm_in(b, r.r1[i], r.gv, ssq[i][1],
-                    res_writer && (rows_ok >> (2 * i) & 2u) ? (__half*)at(xp1[i] + st * BK, dout) : nullptr);
+                    res_writer && row + 8 < M ? (__half*)at(xp1[i] + st * BK, dout) : nullptr);
       }
       *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(a.x, b.x, a.y, b.y);
     }
@@ -323,18 +325,13 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   float inv[MT][2];  // NORM, one split: inv_rms of this lane's accumulator rows 16 mt + g, + 8
   if constexpr (NORM) {  // the block's sums of squares per row: a warp's lanes share their slots' rows
 #pragma unroll
-    for (int i = 0; i < XV; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ssq[i][h] += __shfl_xor_sync(0xffffffffu, ssq[i][h], o);
-    if (lane == 0)
-#pragma unroll
-      for (int i = 0; i < XV; ++i) {
-        const int p = (unsigned)(t + i * THREADS) / (BK / 4), r = 16 * (p >> 3) + (p & 7);
-        ss_sh[r] = ssq[i][0];
-        ss_sh[r + 8] = ssq[i][1];
+    for (int i = 0; i < XV; ++i) {
+      const float lo = warp_sum(ssq[i][0]), hi = warp_sum(ssq[i][1]);
+      if (lane == 0) {
+        ss_sh[slot_row(i)] = lo;
+        ss_sh[slot_row(i) + 8] = hi;
       }
+    }
     __syncthreads();
     rn = RowNorm{ss_sh, nrm.ss_ws, 1.f / K, nrm.eps};
 #pragma unroll

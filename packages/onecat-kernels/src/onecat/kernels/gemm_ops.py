@@ -120,6 +120,14 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     return sms, resident
 
 
+@functools.lru_cache(maxsize=None)
+def rd_norm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
+    """gemm_slots with the normed-input tiles' residency under the route's tile names (what gemm_shape
+    reads for r32 / r32w), so cuda_pack_gemm_rd_norm shapes its launches by its own kernels' occupancy."""
+    sms, resident = gemm_slots(kind, device)
+    return sms, {**resident, **{t: resident[f"{t}_rn"] for t in RD_NORM_TILES}}
+
+
 def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None = None,
                rd: bool = False) -> tuple[str, int]:
     """(tile, K splits) of the packed GEMM for x[m, k] @ W[n, k]^T on `sms` SMs holding

@@ -49,6 +49,15 @@ ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
 
 
+def _need_norm_input(r: list[str], p: Problem) -> None:
+    """What every fused provider of rms_norm_linear needs of the norm: a known activation, an FP16 norm
+    weight and residual, x / residual / norm weight contiguous, 16-byte aligned, K wide."""
+    _need(r, p.param("act") in ACTIVATIONS, f"activation {p.param('act')} not one of {ACTIVATIONS}")
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
+
+
 def supports_gemv_norm(p: Problem) -> list[str]:
     r = _common(p)
     fmt, n, k, act = p.param("format"), p.param("n"), p.param("k"), p.param("act")
@@ -56,13 +65,10 @@ def supports_gemv_norm(p: Problem) -> list[str]:
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the normed-input GEMV is for one row (decode, batch 1)")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     _need(r, k * 2 <= MAX_SMEM, f"K={k}: the normalized x ({k * 2} bytes) exceeds {MAX_SMEM} of shared memory")
-    _need(r, act in ACTIVATIONS, f"activation {act} not one of {ACTIVATIONS}")
     _need(r, act is None or n % 2 == 0, f"N={n} odd: not [gate | up]")
     _need(r, act is None or p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
-    _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
+    _need_norm_input(r, p)
     if fmt in _PACKED_NAMES and k % 32 == 0:
         shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k, normed=True)
         _need(r, (fmt.removeprefix("packed_"), shape) in _PLAIN,
@@ -127,10 +133,7 @@ def supports_rd_norm(p: Problem) -> list[str]:
     r = gemm_ops.supports_linear_packed_gemm_rd(p)
     _need(r, RD_NORM, "an experiment: set ONECAT_RD_NORM=1")
     _need(r, p.param("m_le_32", False), "more than 32 rows: the normed-input tiles take up to 32")
-    _need(r, p.param("act") in ACTIVATIONS, f"activation {p.param('act')} not one of {ACTIVATIONS}")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
-    _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
+    _need_norm_input(r, p)
     return r
 
 
@@ -138,9 +141,7 @@ def rms_norm_linear_rd(x, norm_weight, eps, weight, residual=None, bias=None, ac
     from . import ops
     k = x.shape[-1]
     m = x.numel() // k
-    sms, resident = gemm_ops.gemm_slots(weight.kind, x.device)  # shapes by the normed tiles' occupancy
-    resident = {**resident, **{t: resident[f"{t}_rn"] for t in gemm_ops.RD_NORM_TILES}}
-    tile, splits = gemm_ops.gemm_shape(m, weight.shape[0], k, sms, resident, rd=True)
+    tile, splits = gemm_ops.gemm_shape(m, weight.shape[0], k, *gemm_ops.rd_norm_slots(weight.kind, x.device), rd=True)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
     glu = act is not None and splits == 1 and bias is None  # the activation in the same launch
     y = gemm_ops.gemm_launch(x, weight, bias, tile, splits, glu=glu,

@@ -9,14 +9,6 @@ NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 N=${1:-4096} K=${2:-4096} TILE=${3:-r32} SPLITS=${4:-4}
 CSV=$OUT/ncu-source-$TILE.csv
 timeout 200 $NCU --clock-control none --launch-skip 2 --launch-count 1 -k regex:gemm_ --section WarpStateStats \
-    --section SourceCounters --page source --print-source sass --csv python3 -c "
-import torch
-from onecat.kernels import gemm_ops
-from onecat.kernels.bench import packed_gpu
-g = torch.Generator('cuda').manual_seed(0)
-w = packed_gpu($N, $K, 'q4_0', g)
-x = torch.randn(32, $K, device='cuda', generator=g).half()
-for _ in range(4): gemm_ops.gemm_launch(x, w, None, '$TILE', $SPLITS)
-torch.cuda.synchronize()" > "$CSV" 2> "$OUT/ncu-source.err"
+    --section SourceCounters --page source --print-source sass --csv python3 tools/gpu/gemm_launches.py $N $K $TILE $SPLITS > "$CSV" 2> "$OUT/ncu-source.err"
 echo "ncu rc=$? ($(wc -l < "$CSV") lines)"
 python3 tools/gpu/ncu_source_top.py "$CSV" || tail -5 "$OUT/ncu-source.err"

@@ -16,7 +16,7 @@ import zlib
 import pytest
 import torch
 
-from onecat.kernels import build, cuda_ops, gemm_ops, ops
+from onecat.kernels import cuda_ops, gemm_ops, ops
 from onecat.kernels.driver import Kernel
 from onecat.kernels.registry import REFERENCE
 from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
@@ -24,6 +24,8 @@ from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 TOL = 2e-3
 gpu = pytest.mark.gpu
+needs_rd = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
+                              reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
 
 
 # -- CPU: admission --------------------------------------------------------------------------------
@@ -36,13 +38,6 @@ def _problem(x, w, bias=None, cap=(7, 0), dtype=None, **override):
 
 def _select(p):
     return ops.registry.explain(p, check_available=False)
-
-
-@pytest.fixture
-def any_nvrtc(monkeypatch):
-    """Judge fake devices by the problem alone, whichever NVRTC this machine has (the H200 has no
-    NVRTC 12.9, so a fake sm_70 would be refused there for its toolchain)."""
-    monkeypatch.setattr(build, "toolchain_reasons", lambda arch: [])
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +304,7 @@ def test_every_tile_and_split(kind):
 
 
 @gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
-                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+@needs_rd
 def test_register_direct_tiles():
     """gemm_rd_q4_0_<tile> against the float reference: M up to the tile's rows (ragged), N not a
     multiple of the tile (128 / 64) nor of 8, K from one step to 4096, bias, splits incl. uneven."""
@@ -332,8 +326,7 @@ def test_register_direct_tiles():
 
 
 @gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
-                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+@needs_rd
 def test_register_direct_route():
     """ops.linear on q4_0 with 17..64 rows and K % 128 == 0 takes the register-direct tiles (split-K and
     CUDA-graph replay included); K % 128 != 0 keeps the shared-memory tiles."""
@@ -359,8 +352,7 @@ def test_register_direct_route():
 
 
 @gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
-                    reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+@needs_rd
 def test_register_direct_l2_prefetch_route(monkeypatch):
     """ONECAT_RD_L2PF (gemm_ops.RD_L2PF): ops.linear takes the route's tile with the L2 prefetch of
     the block's W slice (<tile>pf): the same products, so the same bits as the plain tile."""

@@ -14,14 +14,14 @@ import random
 import pytest
 import torch
 
-from onecat.kernels import build, cuda_ops, gemm_ops, linear_fused_ops, ops
+from onecat.kernels import cuda_ops, gemm_ops, linear_fused_ops, ops
 from onecat.kernels import reference as ref
 from onecat.kernels.weights import random_packed
 
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 TOL = 5e-3  # ops' rms_norm_linear tolerance in float16: x . g is staged in FP16, inv_rms applied after
 gpu = pytest.mark.gpu
-needs_sm80 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0),
+needs_sm80 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
                                 reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
 
 
@@ -31,11 +31,6 @@ def _problem(m, w, residual=True, act=None, cap=(9, 0)):
     p = ops.problem("rms_norm_linear", x, torch.ones(k, dtype=torch.float16), 1e-6, w,
                     torch.zeros(m, k, dtype=torch.float16) if residual else None, None, act)
     return dataclasses.replace(p, device="cuda", capability=cap)
-
-
-@pytest.fixture
-def any_nvrtc(monkeypatch):
-    monkeypatch.setattr(build, "toolchain_reasons", lambda arch: [])
 
 
 @pytest.fixture

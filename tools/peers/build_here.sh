@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 [[ -f .peers/llama.cpp/CMakeLists.txt ]] || tools/peers/prepare_llama_cpp.sh
 TK=$(tools/peers/toolkit_here.sh /tmp/onecat-cuda13 | tail -1)
-BUILD=/tmp/onecat-llama.cpp-build  # the binaries' RUNPATH: where peers_check.sh unpacks them
+BUILD=/tmp/onecat-llama.cpp-build  # the binaries' RUNPATH (absolute): where peers_check.sh unpacks them
 PATH=$TK/bin:$PATH CUDACXX=$TK/bin/nvcc CUDAToolkit_ROOT=$TK LD_LIBRARY_PATH=$TK/lib:$TK/lib/stubs \
   JOBS=${JOBS:-$(nproc)} tools/peers/build_llama_cpp.sh .peers/llama.cpp "$BUILD"
 rm -f .peers/llama-bin.tar.xz.*

@@ -6,15 +6,11 @@
 # GPU machine's real libcuda.so.1 is what loads at run time).
 #
 #   tools/peers/toolkit_here.sh [DEST]          (default /tmp/onecat-cuda13; prints DEST last)
-#   PATH=DEST/bin:$PATH CUDACXX=DEST/bin/nvcc CUDAToolkit_ROOT=DEST LD_LIBRARY_PATH=DEST/lib:DEST/lib/stubs \
-#       JOBS=2 tools/peers/build_llama_cpp.sh    # 20 min on this project's 2-core machine (s12); then pack
-#   tar -C /tmp/onecat-llama.cpp-build/bin -cf - . | xz -T0 -6 | split -b 15000000 -d - .peers/llama-bin.tar.xz.
-#   (3 parts, 42 MB; carry them with .peers/llama.cpp/ONECAT_SOURCE.) LD_LIBRARY_PATH lets the linker
-#   resolve libggml-cuda's cuBLAS and driver symbols when it links the executables. The binaries need
-#   glibc 2.34 and GLIBCXX 3.4.30 (gcc 12); peers_check.sh tries them and builds there if they fail.
 #
-# Build in /tmp/onecat-llama.cpp-build (build_llama_cpp.sh's default): the binaries find their
-# libraries through that absolute RPATH, where peers_check.sh unpacks them on the GPU machine.
+# tools/peers/build_here.sh uses it to build and pack the binaries (the environment the build needs is
+# there: LD_LIBRARY_PATH=DEST/lib:DEST/lib/stubs lets the linker resolve libggml-cuda's cuBLAS and
+# driver symbols when it links the executables). The binaries need glibc 2.34 and GLIBCXX 3.4.30
+# (gcc 12); peers_check.sh tries them on the GPU machine and builds there if they fail.
 set -euo pipefail
 DEST=${1:-/tmp/onecat-cuda13}
 # the toolkit: $CUDA_HOME, else /usr/local/cuda, else where nvcc lives (a directory with bin/nvcc.profile:

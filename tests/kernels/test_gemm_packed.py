@@ -147,6 +147,15 @@ def test_gemm_shape():
     assert gemm_ops.gemm_slots("q4_0", torch.device("cpu")) == (80, gemm_ops.GEMM_V100_RESIDENT)
 
 
+@pytest.mark.parametrize("rd", [False, True])
+def test_every_slot_kernel_has_a_block_shape(rd):
+    # gemm_slots asks each kernel's occupancy at its tile's block size: a name _tile cannot resolve
+    # failed every CUDA linear on its first call (s12's "<tile>_rn" entries, found on the H200)
+    for name in gemm_ops.slot_kernels("q4_0", rd):
+        assert gemm_ops._tile(name).threads > 0
+    assert gemm_ops._tile("r32_rn") is gemm_ops.RD_TILES["r32"]
+
+
 def test_gemm_shape_register_direct():
     """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K) / r64 up to 64 rows, at most
     RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4 K-steps of 128, no second wave;

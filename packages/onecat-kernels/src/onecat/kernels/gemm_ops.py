@@ -99,6 +99,16 @@ def tile_q4_0(w: PackedWeight) -> PackedWeight:
 GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2, "m32t": 2}
 
 
+def slot_kernels(kind: str, rd: bool) -> dict[str, Kernel]:
+    """The kernels gemm_slots asks the occupancy of, under the names gemm_shape reads (the normed-input
+    tiles as "<tile>_rn"; _tile(name) gives each one's block shape)."""
+    kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
+    if rd:
+        kernels.update(_RD)
+        kernels.update({f"{t}_rn": kern for t, kern in _RD_NORM.items()})
+    return kernels
+
+
 @functools.lru_cache(maxsize=None)
 def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     """(SM count, {tile: resident blocks per SM}) of the packed GEMM kernels of `kind` on `device`."""
@@ -107,11 +117,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     idx = cuda_index(device)
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
-    kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
-    if rd_fits(kind, 128, device):
-        kernels.update(_RD)
-        kernels.update({f"{t}_rn": kern for t, kern in _RD_NORM.items()})
-    for tile, kern in kernels.items():
+    for tile, kern in slot_kernels(kind, rd_fits(kind, 128, device)).items():
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = kern.function(idx)  # compiles / loads the module once
@@ -167,6 +173,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
 
 
 def _tile(name: str) -> GemmTile:
+    """The block shape of a tile name; "<tile>_rn" (the normed-input form) has its route tile's."""
+    name = name.removesuffix("_rn")
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 

@@ -142,8 +142,7 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
         assert int(reg) == compiled(source, 70).usage[name]["registers"], name
 
 
-# register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu), with the normed-input (and GLU) forms
-RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_NORM.values(), *gemm_ops._RD_NORM_GLU.values()]}
+RD = {k.name for k in gemm_ops._RD.values()}  # register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu)
 
 
 def test_register_direct_gemm_is_sm80_only(tmp_path):

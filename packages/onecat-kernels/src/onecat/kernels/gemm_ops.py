@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from typing import NamedTuple
 
 import torch
@@ -49,22 +48,12 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128)}
-# Experiment: the route's tiles sending the rest of the block's W slice towards L2 before pdl_wait
-# (gemm_rd.cu L2PF); ONECAT_RD_L2PF=1 routes them (read once, like ONECAT_PDL).
-RD_TILES.update({f"{t}pf": tile for t, tile in list(RD_TILES.items())})
-RD_L2PF = os.environ.get("ONECAT_RD_L2PF", "0") == "1"
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K up to 32 rows take r32w there
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
-# Experiment: the up-to-32-row tiles with rms_norm_linear's RMSNorm (after the residual add) in front
-# (gemm_rd.cu NORM; linear_fused_ops.cuda_pack_gemm_rd_norm); resident blocks under "<tile>_rn"
-RD_NORM_TILES = ("r32", "r32w")
-_RD_NORM = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_rn", "ppppppppiiiii" + "ppppf", pdl=True) for t in RD_NORM_TILES}
-_RD_NORM_GLU = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_rng", "ppppppppiiiii" + "ppppf", pdl=True)
-                for t in RD_NORM_TILES}  # ... onto [gate | up], silu_and_mul behind (one split, no bias)
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,12 +89,11 @@ GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2, "m32t
 
 
 def slot_kernels(kind: str, rd: bool) -> dict[str, Kernel]:
-    """The kernels gemm_slots asks the occupancy of, under the names gemm_shape reads (the normed-input
-    tiles as "<tile>_rn"; _tile(name) gives each one's block shape)."""
+    """The kernels gemm_slots asks the occupancy of, under the names gemm_shape reads (_tile(name) gives
+    each one's block shape)."""
     kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
     if rd:
         kernels.update(_RD)
-        kernels.update({f"{t}_rn": kern for t, kern in _RD_NORM.items()})
     return kernels
 
 
@@ -124,14 +112,6 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
             res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads, 0)
         resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT.get(tile, 2)
     return sms, resident
-
-
-@functools.lru_cache(maxsize=None)
-def rd_norm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
-    """gemm_slots with the normed-input tiles' residency under the route's tile names (what gemm_shape
-    reads for r32 / r32w), so cuda_pack_gemm_rd_norm shapes its launches by its own kernels' occupancy."""
-    sms, resident = gemm_slots(kind, device)
-    return sms, {**resident, **{t: resident[f"{t}_rn"] for t in RD_NORM_TILES}}
 
 
 def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None = None,
@@ -173,25 +153,17 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
 
 
 def _tile(name: str) -> GemmTile:
-    """The block shape of a tile name; "<tile>_rn" (the normed-input form) has its route tile's."""
-    name = name.removesuffix("_rn")
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, norm=None,
-                glu: bool = False):
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
-    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). norm = (residual or None, res_out,
-    norm weight, eps): gemm_rd_q4_0_<tile>_rn, x normalized in front (rms_norm_linear), the new residual
-    stream x + residual written to res_out; with glu (one split, no bias) gemm_rd_q4_0_<tile>_rng, the
-    weight's rows [gate | up] and silu(gate) * up returned, [.., N / 2]."""
+    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
-    if glu and (norm is None or bias is not None or n % 2):
-        raise ValueError(f"packed GEMM with the GLU behind: needs the normed-input tiles, no bias, even N (N={n})")
-    out = _empty((*x.shape[:-1], n // 2 if glu else n), x.dtype, x.device)
+    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0):
         raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} "
                          f"(needs q4_0, K % {RD_TILES[tile].bk} == 0, sm_80+)")
@@ -200,9 +172,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         steps = -(-k // t.bk)
         per = -(-steps // max(1, min(splits, steps)))
         splits = -(-steps // per)
-        gx, gy = -(-(n // 2) // (t.bn // 2)) if glu else -(-n // t.bn), -(-m // t.bm)
-        if glu and splits > 1:
-            raise ValueError(f"packed GEMM with the GLU behind: one K split only ({splits} asked)")
+        gx, gy = -(-n // t.bn), -(-m // t.bm)
         ws = cnt = None
         if splits > 1:  # FP32 partials per split, one arrival counter per output tile
             ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
@@ -212,17 +182,9 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
         kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
-        extra = ()
-        if norm is not None:
-            if tile not in _RD_NORM:
-                raise ValueError(f"packed GEMM tile {tile}: no normed-input form ({'/'.join(RD_NORM_TILES)})")
-            residual, res_out, norm_weight, eps = norm
-            kern = (_RD_NORM_GLU if glu else _RD_NORM)[tile]  # split-K: every block's partial sums of squares
-            ss = torch.empty((splits, gx * gy, t.bm), dtype=torch.float32, device=x.device) if splits > 1 else None
-            extra = (_ptr(residual), _ptr(res_out), norm_weight.data_ptr(), _ptr(ss), float(eps))
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
+                m, n, k, weight.group_size // 32, per, device=x.device)
     return out
 
 
@@ -240,7 +202,7 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None):
     k = x.shape[-1]
     m = x.numel() // k
     tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device), rd=True)
-    return gemm_launch(x, weight, bias, tile + "pf" if RD_L2PF else tile, splits)
+    return gemm_launch(x, weight, bias, tile, splits)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:

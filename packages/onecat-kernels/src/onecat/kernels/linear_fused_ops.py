@@ -12,12 +12,6 @@ rotary_and_cache):
   the FP16 paged cache. One launch where the unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
-* `cuda_pack_gemm_rd_norm` (experiment, ONECAT_RD_NORM=1): 17..32 rows of q4_0 on sm_80+, the
-  register-direct GEMM with the norm in front (gemm_rd.cu NORM): x + residual summed while x is staged
-  (the blocks of the first N tile write the new residual stream), x . g staged, each row scaled by its
-  inv_rms in the epilogue (split-K: the splits' sums of squares added by the tile's last block). One
-  launch instead of rms_norm + linear; with the activation and no K split (gate_up) silu(gate) * up is
-  written by the same launch, else ops.silu_and_mul follows.
 * `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
   its own admitted provider (the GPU route for batches, other formats and dense weights).
 * the torch reference everywhere else (the CPU route).
@@ -25,9 +19,7 @@ rotary_and_cache):
 
 from __future__ import annotations
 
-import os
-
-from . import cuda_ops, gemm_ops
+from . import cuda_ops
 from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
@@ -125,30 +117,6 @@ def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, 
                                 cos_sin_cache.shape[-1], int(is_neox))
 
 
-RD_NORM = os.environ.get("ONECAT_RD_NORM", "0") == "1"  # the experiment's switch (read once, like ONECAT_PDL)
-
-
-def supports_rd_norm(p: Problem) -> list[str]:
-    """cuda_pack_gemm_rd's conditions, up to 32 rows, FP16 norm weight / residual, the experiment switch."""
-    r = gemm_ops.supports_linear_packed_gemm_rd(p)
-    _need(r, RD_NORM, "an experiment: set ONECAT_RD_NORM=1")
-    _need(r, p.param("m_le_32", False), "more than 32 rows: the normed-input tiles take up to 32")
-    _need_norm_input(r, p)
-    return r
-
-
-def rms_norm_linear_rd(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
-    from . import ops
-    k = x.shape[-1]
-    m = x.numel() // k
-    tile, splits = gemm_ops.gemm_shape(m, weight.shape[0], k, *gemm_ops.rd_norm_slots(weight.kind, x.device), rd=True)
-    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    glu = act is not None and splits == 1 and bias is None  # the activation in the same launch
-    y = gemm_ops.gemm_launch(x, weight, bias, tile, splits, glu=glu,
-                             norm=(residual, res_out if residual is not None else None, norm_weight, eps))
-    return (ops.silu_and_mul(y) if act and not glu else y), res_out
-
-
 def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,
                                       cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
                                       num_kv_heads):
@@ -177,6 +145,3 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
         reg.priority.setdefault(op, ["cuda_gemv_norm", "unfused"])
-    reg.register(Provider("cuda_pack_gemm_rd_norm", "rms_norm_linear", rms_norm_linear_rd, available=available,
-                          supports=supports_rd_norm))
-    reg.priority["rms_norm_linear"].insert(1, "cuda_pack_gemm_rd_norm")

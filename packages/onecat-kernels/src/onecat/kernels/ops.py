@@ -121,13 +121,12 @@ def _params_linear(x, weight, bias=None):
 
 
 def _params_rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
-    """linear's facts plus the norm's: the residual's and norm weight's dtypes, the activation, whether
-    M <= 32 (the normed-input GEMM tiles' range), and whether x, the residual and the norm weight are
-    contiguous, 16-byte aligned, K wide."""
+    """linear's facts plus the norm's: the residual's and norm weight's dtypes, the activation, and
+    whether x, the residual and the norm weight are contiguous, 16-byte aligned, K wide."""
     _, facts = _params_linear(x, weight, bias)
     k = x.shape[-1]
     return x, dict(facts, residual_dtype=_dt(residual) if residual is not None else None, norm_dtype=_dt(norm_weight),
-                   act=act, m_le_32=x.numel() <= 32 * k, norm_layout_ok=x.is_contiguous() and norm_weight.is_contiguous()
+                   act=act, norm_layout_ok=x.is_contiguous() and norm_weight.is_contiguous()
                    and norm_weight.numel() == k and norm_weight.data_ptr() % 16 == 0
                    and (residual is None or (residual.is_contiguous() and residual.shape == x.shape
                                              and residual.data_ptr() % 16 == 0)))

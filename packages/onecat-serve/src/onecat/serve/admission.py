@@ -28,7 +28,7 @@ from onecat.kernels import REFERENCE, AdmissionError, Problem, ops, registry as 
 from .config_store import Route
 from .hardware import Device
 
-LAYOUT_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous", "rows", "m_le_32", "phase"}
+LAYOUT_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous", "rows", "phase"}
 QUIET_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous"}  # always true here
 
 

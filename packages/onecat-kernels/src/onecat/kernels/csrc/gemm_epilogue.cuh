@@ -27,23 +27,11 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
   }
 }
 
-// The RMSNorm in front of a GEMM whose x was staged un-normalized (gemm_rd.cu's NORM tiles): y = inv_rms(row)
-// * (x . g) W^T, inv_rms = rsqrt(sum of squares / K + eps). ss: this block's sums of squares of its BM rows
-// over its K range (shared memory); with split-K each split's sums go to ss_ws (one BM slot per block)
-// and the tile's last block adds them in split order. Unused (ss == nullptr) by the plain GEMMs.
-struct RowNorm {
-  float* ss = nullptr;     // [BM] shared: the block's partial sums of squares; the last block's inv_rms
-  float* ss_ws = nullptr;  // [S][tiles][BM] global: every block's partial sums (split-K only)
-  float inv_k = 0.f, eps = 0.f;
-};
-
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x.
-// With a RowNorm and S == 1 the caller has already scaled cs by the rows' inv_rms; with S > 1 the
-// partials are unscaled and the last block scales the sums.
 template <int BM, int BN, int C_LD, int THREADS>
 ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
-                                 int t, unsigned& last_block, RowNorm rn = RowNorm{}) {
+                                 int t, unsigned& last_block) {
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
   if (S == 1) {
@@ -61,8 +49,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
   const i64 MN = (i64)M * N;
   float* part = ws + blockIdx.z * MN;
-  const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x, tiles = gridDim.x * gridDim.y;
-  if (rn.ss && t < BM) rn.ss_ws[((i64)blockIdx.z * tiles + tile) * BM + t] = rn.ss[t];
+  const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
   for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
     if (gm >= M || gn >= N) continue;
@@ -92,14 +79,6 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   }
   __syncthreads();
   if (!last_block) return;
-  if (rn.ss) {  // the rows' sums of squares over all splits, in split order, then inv_rms in place
-    if (t < BM) {
-      float sum = 0.f;
-      for (int z = 0; z < S; ++z) sum += __ldcg(rn.ss_ws + ((i64)z * tiles + tile) * BM + t);
-      rn.ss[t] = rsqrtf(sum * rn.inv_k + rn.eps);
-    }
-    __syncthreads();
-  }
   for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
     if (gm >= M || gn >= N) continue;
@@ -133,11 +112,6 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
         for (int e = 0; e < 8; ++e)
           if (gn + e < N) v[e] += __ldcg(src + e);
       }
-    }
-    if (rn.ss) {
-      const float s = rn.ss[ml];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] *= s;
     }
     store_out8(out + (i64)gm * N, gn, N, v, bias);
   }

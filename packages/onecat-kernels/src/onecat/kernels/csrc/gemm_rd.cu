@@ -32,10 +32,9 @@
 //  * Programmatic dependent launch (sm_90, gemm_ops launches it with the attribute): the first PDW
 //    steps of W load before pdl_wait(), everything the step writes (x, counters, partials, out) after
 //    it; the next kernel may launch once this one's K loop is done.
-//  * Experiments behind switches (gemm_ops / linear_fused_ops; not yet run on a GPU when written, s12):
-//    L2PF (<tile>pf) sends the rest of the block's W slice towards L2 before pdl_wait; NORM (<tile>_rn)
-//    is rms_norm_linear: x + residual and its row sums of squares while x is staged, x . g staged, each
-//    row scaled by inv_rms in the epilogue; GLU (<tile>_rng) also writes silu(gate) * up.
+//  * Tried (s12-s13), lost on the H200, removed: L2PF (the rest of the block's W sent towards L2 before
+//    pdl_wait: gemm_bench 4-9% slower at M 32 / 64, batch 64 7,756 -> 7,511 tok/s) and NORM / GLU
+//    (rms_norm_linear fused in front of the 32-row tiles: llama3-8b q4_0 batch 32 6,268 -> 5,519, -12%).
 #include "gemm_epilogue.cuh"
 #include "packed_formats.cuh"
 
@@ -55,27 +54,6 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
 }
 
 ONECAT_DEVICE unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
-
-ONECAT_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
-// NORM tiles (rms_norm_linear: the RMSNorm in front fused, x staged as x . g and the rows scaled by
-// inv_rms in the epilogue, gemm_epilogue.cuh RowNorm): the residual stream's inputs and outputs.
-struct RdNormArgs {
-  const __half* res;  // residual (x := x + res, rounded to FP16 as reference.rms_norm does), or null
-  __half* res_out;    // x + res, written by the blocks of the first N tile (each split its K range)
-  const __half* g;    // the norm weight [K]
-  float* ss_ws;       // split-K: every block's partial sums of squares ([S][tiles][BM])
-  float eps;
-};
-
-// 4 halves (2 words) as floats and back, FP32 math, one rounding
-ONECAT_DEVICE void h4_to_f(uint2 v, float (&f)[4]) {
-  const float2 a = __half22float2(u2h(v.x)), b = __half22float2(u2h(v.y));
-  f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
-}
-ONECAT_DEVICE uint2 f_to_h4(const float (&f)[4]) {
-  return make_uint2(h2u(__floats2half2_rn(f[0], f[1])), h2u(__floats2half2_rn(f[2], f[3])));
-}
 
 // (v & mask) | 0x64006400 as one LOP3 (the constant in a register: NVRTC otherwise emits two).
 ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
@@ -107,11 +85,11 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX, bool L2PF, bool NORM = false, bool GLU = false>
+template <int MT, int NB, int KS, int PDW, int PDX>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                             int steps_per_split, RdNormArgs nrm = RdNormArgs{}) {
+                             int steps_per_split) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -121,15 +99,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
-  // NORM: a thread's slots all sit at one column (THREADS % (BK / 4) == 0) and the 32 lanes of a warp
-  // share their slots' rows (KS == 1: a row pair's BK / 4 = 32 slots are one warp's)
-  static_assert(!NORM || KS == 1, "NORM tiles: one warp per row pair and step");
-  // GLU ([gate | up] rows, N = 2 nout; one split, no bias): warps 0-1 take BN / 2 gate rows, warps 2-3
-  // the same rows of up, and the block writes silu(gate) * up for its BN / 2 outputs
-  static_assert(!GLU || NORM, "GLU tiles are NORM tiles");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
-  __shared__ float ss_sh[NORM ? BM : 1];
   __half* sh = reinterpret_cast<__half*>(smem);
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
@@ -141,8 +112,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const unsigned short* sp[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
-    const i64 row = GLU ? (warp >> 1) * (N / 2) + min(blockIdx.x * (BN / 2) + (warp & 1) * WN + 8 * b + g, N / 2 - 1)
-                        : min(n0 + warp * WN + 8 * b + g, N - 1);
+    // zero-extended (a row is >= 0): the index arithmetic, so the SASS, of the kernels timed in s13
+    const i64 row = (unsigned)min(n0 + warp * WN + 8 * b + g, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
     sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
     pin_pointer(wp[b]);
@@ -152,14 +123,10 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const __half* xp0[XV];
   const __half* xp1[XV];
   int xs_st[XV];
-  auto slot_row = [&](int i) {  // the first row r of slot i's row pair (the other is r + 8)
-    const int p = (unsigned)(t + i * THREADS) / (BK / 4);
-    return 16 * (p >> 3) + (p & 7);
-  };
 #pragma unroll
   for (int i = 0; i < XV; ++i) {
     const int L = t + i * THREADS, p = (unsigned)L / (BK / 4), kq = (unsigned)L % (BK / 4);
-    const int r = slot_row(i);
+    const int r = 16 * (p >> 3) + (p & 7);
     xp0[i] = x + (i64)min(m0 + r, M - 1) * K + 4 * kq;
     xp1[i] = x + (i64)min(m0 + r + 8, M - 1) * K + 4 * kq;
     xs_st[i] = (p * PS + (int)((unsigned)kq / (8 * KS)) * QS + (int)((unsigned)kq % (8 * KS))) * 8;
@@ -176,15 +143,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     uint4 w[NB][KS];
     unsigned short s[NB][KS];
     uint2 x0[XV], x1[XV];
-    uint2 r0[NORM ? XV : 1], r1[NORM ? XV : 1], gv;  // NORM: the residual there, the norm weight's 4 columns
   };
-  const int kcol = 4 * ((unsigned)t % (BK / 4));  // NORM: the column of every slot of this thread
-  const bool res_writer = NORM && nrm.res && blockIdx.x == 0;
-  // NORM: the residual and the new stream at x's offsets (byte distances, one register pair each)
-  const i64 dres = NORM ? reinterpret_cast<const char*>(nrm.res) - reinterpret_cast<const char*>(x) : 0;
-  const i64 dout = NORM ? reinterpret_cast<const char*>(nrm.res_out) - reinterpret_cast<const char*>(x) : 0;
-  auto at = [](const __half* p, i64 d) { return reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(p) + d); };
-  float ssq[NORM ? XV : 1][2] = {};  // NORM: partial sums of squares of the slots' rows r, r + 8
   auto fetch_w = [&](Regs& r, int st) {
 #pragma unroll
     for (int b = 0; b < NB; ++b)
@@ -199,47 +158,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int i = 0; i < XV; ++i) {
       r.x0[i] = __ldg(reinterpret_cast<const uint2*>(xp0[i] + st * BK));
       r.x1[i] = __ldg(reinterpret_cast<const uint2*>(xp1[i] + st * BK));
-      if (NORM && nrm.res) {
-        r.r0[i] = __ldg(at(xp0[i] + st * BK, dres));
-        r.r1[i] = __ldg(at(xp1[i] + st * BK, dres));
-      }
     }
-    if (NORM) r.gv = __ldg(reinterpret_cast<const uint2*>(nrm.g + kcol + st * BK));
   };
-  // NORM: x + res (FP16, written out as the new residual stream), its squares summed per row, then
-  // x . g staged (the rows' inv_rms comes in the epilogue)
-  auto norm_in = [&](uint2 v, uint2 res, uint2 gv, float& ss, __half* res_dst) -> uint2 {
-    float f[4], w[4];
-    h4_to_f(v, f);
-    if (nrm.res) {
-      float rr[4];
-      h4_to_f(res, rr);
+  auto stash_x = [&](const Regs& r, int buf) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) f[e] += rr[e];
-      v = f_to_h4(f);
-      h4_to_f(v, f);  // the sum as rounded to FP16: the residual stream's value
-      if (res_dst) *reinterpret_cast<uint2*>(res_dst) = v;
-    }
-    h4_to_f(gv, w);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      ss = fmaf(f[e], f[e], ss);
-      f[e] *= w[e];
-    }
-    return f_to_h4(f);
-  };
-  auto stash_x = [&](const Regs& r, int buf, int st) {
-#pragma unroll
-    for (int i = 0; i < XV; ++i) {
-      uint2 a = r.x0[i], b = r.x1[i];
-      if constexpr (NORM) {
-        const int row = m0 + slot_row(i);  // rows past M (read as row M - 1) write no residual
-        a = norm_in(a, r.r0[i], r.gv, ssq[i][0], res_writer && row < M ? (__half*)at(xp0[i] + st * BK, dout) : nullptr);
-        b = norm_in(b, r.r1[i], r.gv, ssq[i][1],
-                    res_writer && row + 8 < M ? (__half*)at(xp1[i] + st * BK, dout) : nullptr);
-      }
-      *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(a.x, b.x, a.y, b.y);
-    }
+    for (int i = 0; i < XV; ++i)
+      *reinterpret_cast<uint4*>(sh + buf * STAGE + xs_st[i]) = make_uint4(r.x0[i].x, r.x1[i].x, r.x0[i].y, r.x1[i].y);
   };
 
   float acc[NB][MT][4];
@@ -292,17 +216,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int u = 0; u < PDW; ++u)
       if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
   }
-  if (L2PF) {  // the rest of the block's W towards L2 too (lane q: steps PDW + q, + 4, ...; a line holds two)
-    for (int st = s_begin + PDW + qd; st < s_end; st += 4)
-#pragma unroll
-      for (int b = 0; b < NB; ++b) prefetch_l2(wp[b] + 4 * KS * st);
-  }
   pdl_wait();  // sm_90 with PDL: the weights above load while the previous kernel finishes; x after it
   if (s_begin < s_end) {
 #pragma unroll
     for (int u = 0; u < PDX; ++u)
       if (s_begin + u < s_end) fetch_x(rs[u], s_begin + u);
-    stash_x(rs[0], 0, s_begin);
+    stash_x(rs[0], 0);
   }
   __syncthreads();
   for (int st0 = s_begin; st0 < s_end; st0 += R) {
@@ -314,32 +233,13 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
         if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
         if (st + PDX < s_end) fetch_x(rs[(u + PDX) % R], st + PDX);
         compute(rs[u], buf);
-        if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1, st + 1);
+        if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
         __syncthreads();
       }
     }
   }
 
   pdl_launch_dependents();  // the next kernel's blocks may start during this epilogue
-  RowNorm rn;
-  float inv[MT][2];  // NORM, one split: inv_rms of this lane's accumulator rows 16 mt + g, + 8
-  if constexpr (NORM) {  // the block's sums of squares per row: a warp's lanes share their slots' rows
-#pragma unroll
-    for (int i = 0; i < XV; ++i) {
-      const float lo = warp_sum(ssq[i][0]), hi = warp_sum(ssq[i][1]);
-      if (lane == 0) {
-        ss_sh[slot_row(i)] = lo;
-        ss_sh[slot_row(i) + 8] = hi;
-      }
-    }
-    __syncthreads();
-    rn = RowNorm{ss_sh, nrm.ss_ws, 1.f / K, nrm.eps};
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        inv[mt][h] = gridDim.z == 1 ? rsqrtf(ss_sh[16 * mt + g + 8 * h] * rn.inv_k + rn.eps) : 1.f;
-  }
   // epilogue: accumulators -> fp32 staging [BM][C_LD] (the stages are free after the last barrier)
   float* cs = reinterpret_cast<float*>(smem);
 #pragma unroll
@@ -347,71 +247,25 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       float* c = cs + (mt * 16 + g) * C_LD + warp * WN + 8 * b + 2 * qd;
-      const float lo = NORM ? inv[mt][0] : 1.f, hi = NORM ? inv[mt][1] : 1.f;
-      *reinterpret_cast<float2*>(c) = make_float2(acc[b][mt][0] * lo, acc[b][mt][1] * lo);
-      *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2] * hi, acc[b][mt][3] * hi);
+      *reinterpret_cast<float2*>(c) = make_float2(acc[b][mt][0], acc[b][mt][1]);
+      *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
     }
   __syncthreads();
-  if constexpr (GLU) {  // out [M, N / 2]: the linear's FP16 gate and up (as gemm_epilogue would round them),
-    constexpr int OB = BN / 2, OV = OB / 8;  // then activation.cu's silu_and_mul in FP32
-    const int nout = N / 2, c0 = blockIdx.x * OB;
-    for (int idx = t; idx < BM * OV; idx += THREADS) {
-      const int ml = idx / OV, gm = m0 + ml, j = (idx % OV) * 8, gc = c0 + j;
-      if (gm >= M || gc >= nout) continue;
-      float v[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float gate = __half2float(__float2half_rn(cs[ml * C_LD + j + e]));
-        const float up = __half2float(__float2half_rn(cs[ml * C_LD + OB + j + e]));
-        v[e] = gate / (1.f + expf(-gate)) * up;
-      }
-      store_out8(out + (i64)gm * nout, gc, nout, v, nullptr);
-    }
-    return;
-  }
-  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, rn);
+  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
 }
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
 // launch signature (qh, gchunks unused).
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, L2PF)                                                         \
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
   extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE(                                 \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
       int K, int gchunks, int steps_per_split) {                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, L2PF>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split); \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);   \
   }
-GEMM_RD(r32, 2, 2, 1, 2, 2, false)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
-GEMM_RD(r32w, 2, 4, 1, 2, 1, false)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
-GEMM_RD(r64, 4, 2, 1, 2, 2, false)   // 64 x 64 (route: M <= 64)
-// Experiment (ONECAT_RD_L2PF=1, gemm_ops): the same tiles also sending the rest of the block's W slice
-// towards L2 before pdl_wait, so under PDL its DRAM reads start while the previous kernel finishes
-// (ncu, s12: a quarter of r32's stall samples on the o projection wait for the first loads).
-GEMM_RD(r32pf, 2, 2, 1, 2, 2, true)
-GEMM_RD(r32wpf, 2, 4, 1, 2, 1, true)
-GEMM_RD(r64pf, 4, 2, 1, 2, 2, true)
-
-// gemm_rd_q4_0_<tile>_rn (experiment, ONECAT_RD_NORM=1: linear_fused_ops' cuda_pack_gemm_rd_norm):
-// rms_norm_linear in one launch, the route's tiles with the RMSNorm (after the residual add) in front.
-#define GEMM_RD_NORM_ENTRY(NAME, MT, NB, KS, PDW, PDX, GLU)                                               \
-  extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
-      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
-      int K, int gchunks, int steps_per_split, const __half* res, __half* res_out, const __half* g,     \
-      float* ss_ws, float eps) {                                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, false, true, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,  \
-                                                          steps_per_split, RdNormArgs{res, res_out, g, ss_ws, eps}); \
-  }
-// <tile>_rn: the normed-input GEMM; <tile>_rng: the same onto [gate | up] with silu_and_mul behind
-// (one split: the provider takes it where gemm_shape splits no K, e.g. llama3-8b's gate_up).
-#define GEMM_RD_NORM(TILE, MT, NB, KS, PDW, PDX)                               \
-  GEMM_RD_NORM_ENTRY(gemm_rd_q4_0_##TILE##_rn, MT, NB, KS, PDW, PDX, false)   \
-  GEMM_RD_NORM_ENTRY(gemm_rd_q4_0_##TILE##_rng, MT, NB, KS, PDW, PDX, true)
-// Up to 32 rows (sm_90, NVRTC 13: 231 / 229 registers, no spills); r64's form spilled 688 bytes, so 33..64
-// rows keep the unfused norm. x and the residual one step ahead; r32w's W one step ahead too (28 bytes
-// of spills two steps ahead).
-GEMM_RD_NORM(r32, 2, 2, 1, 2, 1)
-GEMM_RD_NORM(r32w, 2, 4, 1, 1, 1)
+GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
+GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
+GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

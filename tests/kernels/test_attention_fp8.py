@@ -149,6 +149,14 @@ def test_attention_routes():
         return ops.registry.explain(p, check_available=False)
 
     assert route((7, 0)).provider.name == "cuda_split_kv"
+    assert "needs sm_80+" in route((7, 0)).refused["cuda_decode_rd"][0]
+    for cap, kv in (((8, 0), "float16"), ((9, 0), "float8_e4m3fn"), ((9, 0), "float8_e5m2")):
+        assert route(cap, kv_dtype=kv).provider.name == "cuda_decode_rd", (cap, kv)  # sm_80+ decode
+    assert route((9, 0), head_dim=64, gqa=8).provider.name == "cuda_decode_rd"
+    for kw, why in ((dict(gqa=16), "GQA group 16 > 8"), (dict(head_dim=256), "head_dim 256"),
+                    (dict(phase="verify"), "phase verify")):
+        sel = route((9, 0), **kw)
+        assert sel.provider.name == "cuda_split_kv" and any(why in r for r in sel.refused["cuda_decode_rd"]), kw
     assert route((7, 0), phase="prefill").provider.name == "cuda_flash_prefill"
     assert route((9, 0), phase="verify", kv_dtype="float8_e4m3fn").provider.name == "cuda_split_kv"
     assert route((7, 0), phase="prefill", kv_dtype="float8_e4m3fn").provider.name == "cuda_flash_prefill"

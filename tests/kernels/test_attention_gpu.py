@@ -4,7 +4,8 @@ heads 32/8, 24/4, 9/3, 4/1, head dims 64/128/256, block sizes 16/32/256/2048, sl
 soft-cap, prefix hits (queries start mid-sequence), verify q = 2..16, prefill through the tensor-core
 prefill kernel (ragged batches mixed with decode rows, prefixes up to 32K), FP16/E4M3/E5M2 caches,
 FP8 cache writes bit-exact; CUDA-graph capture + replays; the split-KV merge fused into the decode
-launch (one launch, counters re-armed to zero) and its two-launch fallback. Seed: $ONECAT_TEST_SEED,
+launch (one launch, counters re-armed to zero) and its two-launch fallback; the sm_80+ register-direct
+decode (cuda_decode_rd) over the decode cases. Seed: $ONECAT_TEST_SEED,
 else random."""
 
 from __future__ import annotations
@@ -76,6 +77,39 @@ def test_decode(kv, d, hq, hk):
 @pytest.mark.parametrize("ctx", [1, 17, 8192, 32768])
 def test_decode_long(kv, ctx):
     _run(_gen("long", kv, ctx), [1, 1, 1, 1], [ctx, max(1, ctx // 3), ctx, 5], 32, 8, 128, 16, kv)
+
+
+# the sm_80+ register-direct decode (csrc/attention_decode_rd.cu): one query token, D 64 / 128, group <= 8
+RD = "cuda_decode_rd"
+rd_gpu = pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability() < (8, 0),
+                            reason="register-direct decode needs sm_80+ (mma.sync m16n8k16)")
+
+
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("hq,hk", HEADS + [(64, 8), (16, 16)])
+def test_decode_rd(kv, d, hq, hk):
+    rnd = random.Random(SEED + d + hq + hk)
+    for batch in (1, 3, 16):  # block sizes past the kernel's 512-key page segment too
+        seq = [rnd.randint(1, 3000) for _ in range(batch)]
+        _run(_gen("rd", kv, d, hq, hk, batch), [1] * batch, seq, hq, hk, d, rnd.choice([8, 16, 32, 1024]), kv,
+             provider=RD)
+
+
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+@pytest.mark.parametrize("ctx", [1, 17, 8192, 32768])
+def test_decode_rd_long(kv, ctx):
+    _run(_gen("rdlong", kv, ctx), [1, 1, 1, 1], [ctx, max(1, ctx // 3), ctx, 5], 32, 8, 128, 16, kv, provider=RD)
+
+
+@rd_gpu
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_rd_window_softcap(d):
+    _run(_gen("rdwin", d), [1, 1, 1], [5000, 300, 7], 8, 4, d, 16, window=1024, provider=RD)
+    _run(_gen("rdwin2", d), [1, 1], [4000, 100], 8, 1, d, 32, "e4m3", window=37, cap=50.0, provider=RD)
+    _run(_gen("rdcap", d), [1, 1], [3000, 11], 16, 8, d, 16, cap=30.0, provider=RD)
 
 
 @pytest.mark.parametrize("q", [2, 3, 7, 8, 16])
@@ -259,6 +293,18 @@ def test_fused_split_merge(case, decode_launches):
         decode_launches.clear()
         _run(_gen("fused", case, rep), q_lens, seq, hq, hk, d, bs, kv, window, cap)
         _assert_fused(decode_launches, f"case {case} rep {rep}")
+
+
+@rd_gpu
+@pytest.mark.parametrize("case", [i for i, c in enumerate(FUSED_CASES) if max(c[0]) == 1 and c[4] <= 128])
+def test_decode_rd_fused_split_merge(case, decode_launches):
+    """The register-direct decode's launch merges its partitions itself, as the Volta kernel's."""
+    q_lens, seq, hq, hk, d, bs, kv, window, cap = FUSED_CASES[case]
+    for rep in range(2):
+        decode_launches.clear()
+        _run(_gen("rdfused", case, rep), q_lens, seq, hq, hk, d, bs, kv, window, cap, provider=RD)
+        _assert_fused(decode_launches, f"case {case} rep {rep}")
+        assert decode_launches[0][0].startswith("attn_decode_rd_"), decode_launches[0][0]
 
 
 def test_fused_fallback_two_launches(monkeypatch, decode_launches):

@@ -213,7 +213,10 @@ def real(op: str, dev: str, dtype="float16", case: int = 0, **override):
 def test_real_cuda_providers(dev, chosen):
     for op in ["rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul", "linear", "reshape_and_cache", "argmax"]:
         assert real(op, dev).provider.name == chosen, op
-    assert real("paged_attention", dev).provider.name == ("cuda_split_kv" if chosen == "cuda" else REFERENCE)
+    want = REFERENCE if chosen != "cuda" else "cuda_decode_rd" if dev in ("sm80", "sm90") else "cuda_split_kv"
+    assert real("paged_attention", dev, phase="decode").provider.name == want  # sm_80+: register-direct decode
+    assert real("paged_attention", dev, phase="verify").provider.name == (
+        "cuda_split_kv" if chosen == "cuda" else REFERENCE)
 
 
 def test_real_linear_routes():

@@ -1,6 +1,7 @@
-"""Attention providers: paged attention (split-KV decode/verify `cuda_split_kv`, tensor-core prefill
-`cuda_flash_prefill`, torch SDPA prefill on sm80+) and the FP8 KV-cache write, registered into the
-op registry on import (ops.py imports this module last). Both CUDA shapes run attention_flash.cuh.
+"""Attention providers: paged attention (split-KV decode/verify `cuda_split_kv`, sm80+ decode
+`cuda_decode_rd`, tensor-core prefill `cuda_flash_prefill`, torch SDPA prefill on sm80+) and the FP8 KV-cache write, registered into the
+op registry on import (ops.py imports this module last). The Volta shapes run attention_flash.cuh,
+cuda_decode_rd csrc/attention_decode_rd.cu.
 
 FP8 KV caches: a cache tensor of dtype torch.float8_e4m3fn or torch.float8_e5m2 (the format travels
 with the tensor; kernels see bytes), one float scale per tensor passed as `k_scale` / `v_scale` to
@@ -47,6 +48,11 @@ PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
 _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED, pdl=True)
            for d in HEAD_DIMS for kv in _KV_KINDS}
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
+# sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu): GQA group
+# <= 8, head dims 64 / 128; (rows, keys per step of the block's 4 warps), resident blocks per SM
+DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 32), 128: (16, 32)}, 8, 3
+_DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
+              for d in DECODE_RD_TILE for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -84,6 +90,19 @@ def supports_flash_prefill(p: Problem) -> list[str]:
     tokens per request) go to cuda_split_kv, whose warps split the keys of 16-row tiles instead."""
     r = supports_paged(p)
     _need(r, p.param("phase") == "prefill", f"phase {p.param('phase')}: prefill tiles are for > 16 query tokens")
+    return r
+
+
+def supports_decode_rd(p: Problem) -> list[str]:
+    """The register-direct decode kernel: one query token per request, sm_80+ (mma.sync m16n8k16),
+    head dim 64 / 128, GQA group <= 8; otherwise cuda_split_kv (the Volta kernel) runs."""
+    r = supports_paged(p)
+    _need(r, p.device == "cuda" and p.capability is not None and p.capability >= (8, 0),
+          f"{p.device} {p.capability}: mma.sync m16n8k16 needs sm_80+ (Volta runs cuda_split_kv)")
+    _need(r, p.param("phase") == "decode", f"phase {p.param('phase')}: one query token per request only")
+    _need(r, p.param("head_dim") in DECODE_RD_TILE, f"head_dim {p.param('head_dim')} not in {tuple(DECODE_RD_TILE)}")
+    _need(r, (p.param("gqa") or 0) <= DECODE_RD_MAX_GROUP,
+          f"GQA group {p.param('gqa')} > {DECODE_RD_MAX_GROUP} (the fragment's 8 head columns)")
     return r
 
 
@@ -176,6 +195,13 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
                   logit_soft_cap, k_scale, v_scale, fused=True)
 
 
+def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
+                       k_scale=1.0, v_scale=1.0):
+    """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused."""
+    return _flash(_DECODE_RD, DECODE_RD_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
+                  logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=DECODE_RD_BLOCKS_PER_SM)
+
+
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
                   k_scale=1.0, v_scale=1.0):
     """Paged causal prefill in the prefill shape (64/32-row tiles sharing each K/V tile)."""
@@ -247,13 +273,17 @@ def sdpa_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=
 def register(reg: KernelRegistry) -> None:
     reg.register(Provider("cuda_split_kv", "paged_attention", paged_attention, available=available,
                           supports=supports_paged))
+    reg.register(Provider("cuda_decode_rd", "paged_attention", paged_attention_rd, available=available,
+                          supports=supports_decode_rd))
     reg.register(Provider("cuda_flash_prefill", "paged_attention", flash_prefill, available=available,
                           supports=supports_flash_prefill))
     reg.register(Provider("torch_sdpa", "paged_attention", sdpa_prefill, supports=supports_sdpa_prefill))
     # sm80+: torch SDPA first for FP16/BF16 prefill (faster there: its flash kernels use sm80+ MMA;
     # ours are Volta's); it refuses sm70, FP8 caches, soft-cap and graph capture, where
-    # cuda_flash_prefill runs. Decode/verify: cuda_split_kv.
-    reg.priority.setdefault("paged_attention", ["torch_sdpa", "cuda_flash_prefill", "cuda_split_kv"])
+    # cuda_flash_prefill runs. Decode: cuda_decode_rd on sm_80+ (group <= 8, D 64 / 128), else and for
+    # verify cuda_split_kv.
+    reg.priority.setdefault("paged_attention", ["torch_sdpa", "cuda_flash_prefill", "cuda_decode_rd",
+                                                "cuda_split_kv"])
     reg.register(Provider("cuda_fp8", "reshape_and_cache", reshape_and_cache_fp8, available=available,
                           supports=supports_cache_fp8))
 

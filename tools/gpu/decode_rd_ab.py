@@ -1,0 +1,62 @@
+"""Paged decode attention, the register-direct kernel (cuda_decode_rd, sm_80+) against the Volta
+kernel (cuda_split_kv) on #5's decode rows: batch >= 4, contexts >= 8K, FP16 / E4M3 / E5M2 KV, 32/8
+heads D 128 (and smollm2's 9/3 D 64). Each row: decode_attention_row.decode_row (KV sets rotated past
+the L2, CUDA events behind a queued sleep, median / min / max of 30, error against the float
+reference), % of the device copy bandwidth measured before and after in the same run.
+
+    python tools/gpu/decode_rd_ab.py [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from onecat.kernels import attention_ops
+from onecat.kernels.bench import copy_bandwidth
+
+sys.path.insert(0, "tools/gpu")
+from decode_attention_row import decode_row  # noqa: E402
+
+ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in ((4, 8192), (4, 16384), (4, 32768),
+                                                                                 (16, 8192), (8, 16384))]
+ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
+         ("f16", 1, 512, 32, 8, 128)]
+KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    copy0 = copy_bandwidth()
+    out = []
+    for kv, b, ctx, hq, hk, d in ROWS:
+        for name, fn in KERNELS.items():
+            r = decode_row(kv, b, ctx, hq, hk, d, attend=fn)
+            r["kernel"] = name
+            out.append(r)
+            print(json.dumps(r), flush=True)
+    copy = (copy0 + copy_bandwidth()) / 2
+    for r in out:
+        r["pct_copy"] = 100 * r["gbs"] / copy
+        r["copy_gbs"] = copy
+    if args.json:
+        json.dump(dict(device=torch.cuda.get_device_name(0), copy_gbs=copy, rows=out), open(args.json, "w"), indent=1)
+    print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
+          "CUDA events, KV rotated > 200 MB, median of 30 (min-max); measured")
+    print(f"{'kv':5} {'batch':>5} {'ctx':>6} {'heads':>6} {'D':>4} | {'volta us':>9} {'%copy':>6} | "
+          f"{'rd us':>18} {'%copy':>6} {'err':>8} | speedup")
+    for i in range(0, len(out), 2):
+        v, r = out[i], out[i + 1]
+        print(f"{v['kv']:5} {v['batch']:>5} {v['ctx']:>6} {v['heads']:>6} {v['d']:>4} | {v['us']:9.1f} "
+              f"{v['pct_copy']:5.1f}% | {r['us']:7.1f} ({r['us_min']:.1f}-{r['us_max']:.1f}) {r['pct_copy']:5.1f}% "
+              f"{r['rel_err']:.1e} | {v['us'] / r['us']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -50,7 +50,7 @@ _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 # sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu): GQA group
 # <= 8, head dims 64 / 128; (rows, keys per step of the block's 4 warps), resident blocks per SM
-DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 32), 128: (16, 32)}, 8, 3
+DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64)}, 8, 3
 _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
               for d in DECODE_RD_TILE for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")

@@ -1,72 +1,98 @@
 // attention_decode_rd.cu: paged decode attention (one query token per request) with K and V going
 // from global memory straight into tensor-core fragments (register-direct, as gemm_rd.cu does with
-// the weights): no shared-memory round trip for K, V, S or P. sm_80+ (mma.sync m16n8k16 / m16n8k8);
-// attention_ops admits it there for decode with a GQA group <= 8, else attention_decode.cu runs.
+// the weights): no shared-memory round trip for K, V, S or P. sm_80+ (mma.sync m16n8k16);
+// attention_ops admits it there for decode with a GQA group <= 8 and D 64 / 128, else
+// attention_decode.cu (the Volta kernel) runs.
 //
-// Why: attention_decode.cu (the Volta kernel, wmma through shared memory) holds 242-255 registers at
-// D 128 and is latency-bound at 8 warps per SM: 65-80% of copy with FP16 KV at >= 8K, 35-43% with
-// FP8 (the same time for half the bytes). Here a warp is ~150 registers and its per-key work is a
-// few MMAs and permutes, so enough warps stay resident to keep the KV reads in flight.
+// Why: attention_decode.cu (wmma through shared memory) holds 242-255 registers at D 128 and is
+// latency-bound at 8 warps per SM: on the H200 65-80% of copy with FP16 KV at >= 8K, 35-43% with FP8
+// (the same time for half the bytes). Here a warp holds ~165 registers (3 blocks per SM) and its
+// per-key work is a few MMAs, permutes and conversions (s13: FP16 77-99%, FP8 55-84% of copy,
+// benchmarks/results/h200-2026-11-30-s13/).
 //
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
 // kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA
 // heads of the KV head). A block owns one request, one KV head, one partition; its 4 warps take
-// contiguous quarters of the partition in steps of 8 keys (absolute key multiples of 8; keys outside
-// [kstart, kend) masked), each warp its own (m, l, O), merged through shared memory at the end.
-// Lane (g = lane / 4, q = lane % 4):
-//  * S[head][key] = Q K^T, m16n8k16 per 16 dims: A = Q (row g = head g of the group; rows 8..15
-//    zero), B = K^T (column g = key t + g). The dims are permuted (a dot product does not care): lane
-//    q's k positions of tile t = 2j + h are dims 32j + 8q + 4h + {0, 1 | 2, 3}, so its B registers are
-//    the words of one 16-byte load of key g's dims [32j + 8q, +8) (FP8: 8 bytes, decoded), and Q's A
-//    registers the same words of head g's row. S lands as c0 / c1 = S[head g][keys 2q, 2q + 1].
-//  * Online softmax per head (log2 domain): the max over the step's 8 keys by two shuffles across
-//    q; l is kept per lane and summed at the end.
-//  * O^T[dim][head] += V^T P^T, m16n8k8 per 16 dims: B = P^T (column g = head g, keys 2q, 2q + 1:
-//    exactly the lane's own c0 / c1, packed to FP16), A = V^T (rows = dims, k = keys 2q, 2q + 1):
-//    lane g loads keys 2q and 2q + 1's dims [64i + 8g, +8) (i < D / 64; 16 / 8 bytes per load, 8
-//    lanes per 128 / 64 contiguous bytes) and pairs the two keys' values per dim with one PRMT per
-//    register. Lane dim list e' = 0 .. D/8 - 1 -> dim 64 (e' / 8) + 8g + e' % 8; tile mt's row g is
-//    e' = mt, row g + 8 is e' = mt + D / 16. O^T's c0..c3 are heads 2q, 2q + 1 of those dims; the
-//    rescale by alpha takes heads 2q, 2q + 1's alpha from lanes 4 (2q), 4 (2q + 1).
-//  * Loads: NBUF register sets of steps (2 for FP16, 3 for FP8: about as many bytes in flight), a
-//    set refilled once its step's math is done; page ids staged per warp in shared memory per
-//    segment of RD_SEG absolute keys.
+// contiguous quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside
+// [kstart, kend) masked), each warp its own (m, l, O), merged through shared memory at the end. A
+// step is two blocks of 8 keys (n = 0, 1: keys t + 8n ..). Lane (g = lane / 4, q = lane % 4):
+//  * S[head][key] = Q K^T per block, m16n8k16 per 16 dims: A = Q (row g = head g of the group; rows
+//    8..15 zero), B = K^T (column g = key t + 8n + g). The dims are permuted (a dot product does not
+//    care): lane q's k positions of tile 2j + h are dims 32j + 8q + 4h + {0, 1 | 2, 3}, so its B
+//    registers are the words of one 16-byte load of key g's dims [32j + 8q, +8) (FP8: 8 bytes,
+//    decoded), and Q's A registers the same words of head g's row; the two halves h accumulate in
+//    two chains. S lands as c0 / c1 = S[head g][keys t + 8n + 2q, + 1].
+//  * Online softmax per head (log2 domain): the step's max over its 16 keys by two shuffles across
+//    q. m is a reference the scores may pass by up to 2^8 (P stays <= 256 in FP16): O and l are
+//    rescaled only when some head's max passes it (a warp vote; rare after the first steps). l is
+//    kept per lane and summed at the end.
+//  * O^T[dim][head] += V^T P^T, m16n8k16 per 16 dims: B = P^T (column g = head g; k = keys 2q, 2q + 1
+//    of block 0 and of block 1: exactly the lane's own S, packed to FP16), A = V^T (rows = dims,
+//    k = the same keys): lane g loads keys t + 8n + 2q, + 1's dims [64i + 8g, +8) (i < D / 64; 16 /
+//    8 bytes per load, 8 lanes per 128 / 64 contiguous bytes) and pairs the two keys' values per
+//    dim with one PRMT per register (hardware E4M3: the bytes paired first, then one conversion).
+//    Lane dim list e' = 0 .. D/8 - 1 -> dim 64 (e' / 8) + 8g + e' % 8; tile mt's row g is e' = mt,
+//    row g + 8 is e' = mt + D / 16. O^T's c0..c3 are heads 2q, 2q + 1 of those dims; the rescale
+//    takes heads 2q, 2q + 1's alpha from lanes 4 (2q), 4 (2q + 1).
+//  * FP8: E5M2 and (sm_80 / sm_86) E4M3 by attention_fp8.cuh's integer rules, E4M3 by the sm_89+
+//    conversion instruction where there is one.
+//  * Loads: NBUF register sets of steps (1 for FP16, 2 for FP8: 1-2 steps ahead), a set refilled
+//    once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
+//    absolute keys, one per 8-key block (a block size is a power of 2 >= 8: the block is in one page).
+//  * s13 A/B on the H200 (tools/gpu/decode_rd_check.sh): 8-key steps (P V by m16n8k8) 3-8% slower,
+//    one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3 decode 15-19%, KV heads spread
+//    over a block's warps (2 or 4 per block) 2-35% slower, other partition plans (2 / 4 / 6 blocks
+//    per SM) slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
 #define RD_SEG_PAGES (RD_SEG / FA_MIN_BS + 1)
+#define RD_LAZY_LOG2 8.f  // lazy rescale: scores may pass the reference max by 2^8 before O is rescaled
 
-ONECAT_DEVICE void mma_16816_f32(float (&d)[4], unsigned a0, unsigned a2, unsigned b0, unsigned b1) {
+// D += A (16 x 16) . B (16 x 8); rows 8..15 of A (heads 8..15) zero when a1 / a3 are 0
+ONECAT_DEVICE void mma_16816_f32(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                 unsigned b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));  // A rows 8..15 (heads 8..15) zero
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #else
   __trap();  // sm_80+ only: attention_ops never launches these kernels below
 #endif
 }
-ONECAT_DEVICE void mma_1688_f32(float (&d)[4], unsigned a0, unsigned a1, unsigned b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(b0));
-#else
-  __trap();
-#endif
-}
-
-// One step's loads of a lane: K of key t + g (D / 32 pieces of 8 dims), V of keys t + 2q, t + 2q + 1
-// (D / 64 pieces of 8 dims each). FP16: uint4 pieces; FP8: uint2 (8 bytes).
+// One step's loads of a lane (16 keys from t): K of keys t + 8n + g (n < 2; D / 32 pieces of 8 dims),
+// V of keys t + 8 (e / 2) + 2q + e % 2 (e < 4; D / 64 pieces of 8 dims each). FP16: uint4 pieces;
+// FP8: uint2 (8 bytes).
 template <int KV> struct RdPiece { using T = uint2; };  // 8 FP8 bytes
 template <> struct RdPiece<KV_F16> { using T = uint4; };  // 8 halves
+#define RD_KS 16  // keys per step
 template <int D, int KV>
 struct RdStep {
   using P = typename RdPiece<KV>::T;
-  P k[D / 32];
-  P v[2][D / 64];
+  P k[RD_KS / 8][D / 32];
+  P v[RD_KS / 4][D / 64];
 };
 
+// E4M3 on sm_89+: cvt.rn.f16x2.e4m3x2 (the value itself; attention_fp8.cuh's integer decode gives
+// value * 2^-8, which the host folds into the scales: FP8_E4M3_UNIT, taken back out by the entries)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define RD_E4M3_HW 1
+#else
+#define RD_E4M3_HW 0
+#endif
+// 4 FP8 bytes (byte 0 first) -> 2 FP16 pairs (element 0 in the low half of lo)
+template <int KV>
+ONECAT_DEVICE void rd_fp8x4(unsigned w, unsigned& lo, unsigned& hi) {
+#if RD_E4M3_HW
+  if constexpr (KV == KV_E4M3) {
+    asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;}"
+        : "=r"(lo), "=r"(hi) : "r"(w));
+    return;
+  }
+#endif
+  fp8x4_to_half2x2<KV>(w, lo, hi);
+}
 // A piece as 4 words of FP16 pairs (dims +0/1, +2/3, +4/5, +6/7).
 template <int KV>
 ONECAT_DEVICE void piece_words(const uint4& p, unsigned (&w)[4]) {
@@ -74,13 +100,39 @@ ONECAT_DEVICE void piece_words(const uint4& p, unsigned (&w)[4]) {
 }
 template <int KV>
 ONECAT_DEVICE void piece_words(const uint2& p, unsigned (&w)[4]) {
-  fp8x4_to_half2x2<KV>(p.x, w[0], w[1]);
-  fp8x4_to_half2x2<KV>(p.y, w[2], w[3]);
+  rd_fp8x4<KV>(p.x, w[0], w[1]);
+  rd_fp8x4<KV>(p.y, w[2], w[3]);
+}
+// V^T's A registers of lane dim entries e' = 0 .. D/8 - 1 for keys (x, y) = (2q, 2q + 1) of an 8-key
+// block: each the pair (x, y) at dim 64 (e' / 8) + 8g + e' % 8. Hardware E4M3: the bytes paired first,
+// one conversion per register; else the pieces decoded, then paired with one PRMT per register.
+template <int D, int KV, class P>
+ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned (&av)[D / 8]) {
+  if constexpr (KV == KV_E4M3 && RD_E4M3_HW) {
+#pragma unroll
+    for (int i = 0; i < D / 64; ++i)
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        const unsigned a = w ? x[i].y : x[i].x, b = w ? y[i].y : y[i].x;
+        rd_fp8x4<KV>(__byte_perm(a, b, 0x5140), av[8 * i + 4 * w], av[8 * i + 4 * w + 1]);
+        rd_fp8x4<KV>(__byte_perm(a, b, 0x7362), av[8 * i + 4 * w + 2], av[8 * i + 4 * w + 3]);
+      }
+  } else {
+    unsigned xw[D / 64][4], yw[D / 64][4];
+#pragma unroll
+    for (int i = 0; i < D / 64; ++i) {
+      piece_words<KV>(x[i], xw[i]);
+      piece_words<KV>(y[i], yw[i]);
+    }
+#pragma unroll
+    for (int e = 0; e < D / 8; ++e)
+      av[e] = __byte_perm(xw[e / 8][(e % 8) / 2], yw[e / 8][(e % 8) / 2], (e & 1) ? 0x7632u : 0x5410u);
+  }
 }
 
-template <int D, int KV>
+template <int D, int KV, int NBUF>
 __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
-  constexpr int EB = KV == KV_F16 ? 2 : 1, NBUF = KV == KV_F16 ? 2 : 3, NT = D / 16, NV = D / 64;
+  constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   using S = RdStep<D, KV>;
   using Piece = typename S::P;
   __shared__ int pages_s[4][RD_SEG_PAGES];
@@ -93,7 +145,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   const int kvh = blockIdx.y, b = blockIdx.z / a.nparts, p = blockIdx.z % a.nparts;
   const int qs = a.qsl[b], ctx = a.seq_lens[b];
   const int lo = a.window > 0 ? max(0, ctx - a.window) : 0;
-  const int part = flash_request_part(a, 32, ctx - lo);
+  const int part = flash_request_part(a, 4 * KS, ctx - lo);
   const int kstart = lo + p * part, kend = min(kstart + part, ctx);
   const int group = a.group;
 
@@ -111,8 +163,8 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     return;
   }
 
-  // This warp's steps: [s_lo, s_hi) of the partition's 8-key steps from kstart rounded down to 8.
-  const int base = kstart & ~7, nsteps = (kend - base + 7) >> 3, per = (nsteps + 3) >> 2;
+  // This warp's steps: [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS.
+  const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + 3) >> 2;
   const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
   const int bs_mask = (1 << a.bs_shift) - 1;
@@ -129,26 +181,30 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     for (int i = lane, n = ((k1 - 1) >> a.bs_shift) - first_page + 1; i < n; i += 32) pages[i] = bt[first_page + i];
     __syncwarp();
   };
-  auto key_off = [&](int key) -> i64 {
-    return ((i64)pages[(key >> a.bs_shift) - first_page] * (bs_mask + 1) + (key & bs_mask)) * row_bytes;
-  };
+  // An 8-key block (t multiple of 8) lies in one page (block size >= 8, a power of 2): one page id per
+  // block; lane offsets g (K) and 2q (V) rows past the block's first key.
+  const i64 k_lane = (i64)g * row_bytes + (8 * q) * EB, v_lane = (i64)(2 * q) * row_bytes + (8 * g) * EB;
   auto load = [&](int step, S& r) {
-    const int t = base + 8 * step;
-    if (t / RD_SEG != seg) stage(max(t, kstart));
-    const int kk = t + g, kv0 = t + 2 * q;
-    const bool k_ok = kk >= kstart && kk < kend;
-    const i64 ko = k_ok ? key_off(kk) : 0;
+    const int t0 = base + KS * step;
+    if (t0 / RD_SEG != seg) stage(max(t0, kstart));  // KS divides RD_SEG: a step is in one segment
 #pragma unroll
-    for (int j = 0; j < D / 32; ++j)
-      r.k[j] = k_ok ? *reinterpret_cast<const Piece*>(kc + ko + (32 * j + 8 * q) * EB) : Piece{};
+    for (int n = 0; n < NB; ++n) {
+      const int t = t0 + 8 * n;
+      const i64 off = ((i64)pages[(max(t, kstart) >> a.bs_shift) - first_page] * (bs_mask + 1) + (t & bs_mask)) *
+                      row_bytes;
+      const bool k_ok = t + g >= kstart && t + g < kend;
+      const unsigned char* kp = kc + off + k_lane;
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int kv = kv0 + e;
-      const bool ok = kv >= kstart && kv < kend;
-      const i64 vo = ok ? key_off(kv) : 0;
+      for (int j = 0; j < D / 32; ++j)
+        r.k[n][j] = k_ok ? *reinterpret_cast<const Piece*>(kp + 32 * j * EB) : Piece{};
 #pragma unroll
-      for (int i = 0; i < NV; ++i)
-        r.v[e][i] = ok ? *reinterpret_cast<const Piece*>(vc + vo + (64 * i + 8 * g) * EB) : Piece{};
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = t + 2 * q + e >= kstart && t + 2 * q + e < kend;
+        const unsigned char* vp = vc + off + v_lane + e * row_bytes;
+#pragma unroll
+        for (int i = 0; i < NV; ++i)
+          r.v[2 * n + e][i] = ok ? *reinterpret_cast<const Piece*>(vp + 64 * i * EB) : Piece{};
+      }
     }
   };
 
@@ -158,11 +214,11 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   S buf[NBUF];
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + 8 * (s_lo + u + 1) <= ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) <= ready_end) load(s_lo + u, buf[u]);
   pdl_wait();
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + 8 * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
   unsigned qa[D / 32][4];
@@ -177,6 +233,8 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   float o[NT][4];
 #pragma unroll
   for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  // m_run: the reference max of head g (scores may pass it by up to RD_LAZY_LOG2: P <= 2^8 in FP16);
+  // O and l are rescaled only when some head's max passes it (warp vote: rare after the first steps)
   float m_run = -INFINITY, l_run = 0.f;
 
   for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
@@ -184,53 +242,67 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     for (int u = 0; u < NBUF; ++u) {
       const int step = s0 + u;
       if (step >= s_hi) break;
-      const int t = base + 8 * step;
-      // S = Q K^T: 8 keys x the group's heads
-      float sc[4] = {0.f, 0.f, 0.f, 0.f};
+      const int t0 = base + KS * step;
+      // S = Q K^T per 8-key block n, two accumulator chains each (the dims' halves h)
+      float sc[NB][2][4];
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j) {
-        unsigned w[4];
-        piece_words<KV>(buf[u].k[j], w);
-        mma_16816_f32(sc, qa[j][0], qa[j][1], w[0], w[1]);
-        mma_16816_f32(sc, qa[j][2], qa[j][3], w[2], w[3]);
-      }
-
-      // online softmax of head g over keys t + 2q, t + 2q + 1
-      float x[2];
+      for (int n = 0; n < NB; ++n)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float v = sc[e] * a.qk_scale;
-        if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
-        const int kp = t + 2 * q + e;
-        x[e] = kp >= kstart && kp < kend ? v : -INFINITY;
-      }
-      float mx = fmaxf(x[0], x[1]);
+        for (int i = 0; i < 4; ++i) sc[n][0][i] = sc[n][1][i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j)
+#pragma unroll
+        for (int n = 0; n < NB; ++n) {
+          unsigned w[4];
+          piece_words<KV>(buf[u].k[n][j], w);
+          mma_16816_f32(sc[n][0], qa[j][0], 0u, qa[j][1], 0u, w[0], w[1]);
+          mma_16816_f32(sc[n][1], qa[j][2], 0u, qa[j][3], 0u, w[2], w[3]);
+        }
+      // online softmax of head g over keys t0 + 8n + 2q + e (x index 2n + e)
+      float x[2 * NB];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float v = (sc[n][0][e] + sc[n][1][e]) * a.qk_scale;
+          if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
+          const int kp = t0 + 8 * n + 2 * q + e;
+          x[2 * n + e] = kp >= kstart && kp < kend ? v : -INFINITY;
+          mx = fmaxf(mx, x[2 * n + e]);
+        }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m_run, mx);
-      const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
-      const float p0 = m_new == -INFINITY ? 0.f : exp2f(x[0] - m_new);
-      const float p1 = m_new == -INFINITY ? 0.f : exp2f(x[1] - m_new);
-      l_run = l_run * alpha + p0 + p1;
-      m_run = m_new;
-      const float al0 = __shfl_sync(0xffffffffu, alpha, 8 * q), al1 = __shfl_sync(0xffffffffu, alpha, 8 * q + 4);
-      const __half2 ph = __floats2half2_rn(p0, p1);
-      const unsigned pb = *reinterpret_cast<const unsigned*>(&ph);
-      // O^T = O^T alpha + V^T P^T
-      unsigned vw[2][NV][4];
+      const bool rescale = __any_sync(0xffffffffu, mx > m_run + RD_LAZY_LOG2);
+      float al0 = 1.f, al1 = 1.f;
+      if (rescale) {
+        const float m_new = fmaxf(m_run, mx);
+        const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
+        l_run *= alpha;
+        m_run = m_new;
+        al0 = __shfl_sync(0xffffffffu, alpha, 8 * q);  // O^T's heads 2q, 2q + 1
+        al1 = __shfl_sync(0xffffffffu, alpha, 8 * q + 4);
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int i = 0; i < NV; ++i) piece_words<KV>(buf[u].v[e][i], vw[e][i]);
-#pragma unroll
-      for (int mt = 0; mt < NT; ++mt) {
-        const int e0 = mt, e1 = mt + NT;  // lane dim entries of rows g, g + 8
-        const unsigned sel0 = (e0 & 1) ? 0x7632u : 0x5410u, sel1 = (e1 & 1) ? 0x7632u : 0x5410u;
-        const unsigned a0 = __byte_perm(vw[0][e0 / 8][(e0 % 8) / 2], vw[1][e0 / 8][(e0 % 8) / 2], sel0);
-        const unsigned a1 = __byte_perm(vw[0][e1 / 8][(e1 % 8) / 2], vw[1][e1 / 8][(e1 % 8) / 2], sel1);
-        o[mt][0] *= al0; o[mt][1] *= al1; o[mt][2] *= al0; o[mt][3] *= al1;
-        mma_1688_f32(o[mt], a0, a1, pb);
+        for (int mt = 0; mt < NT; ++mt) {
+          o[mt][0] *= al0; o[mt][1] *= al1; o[mt][2] *= al0; o[mt][3] *= al1;
+        }
       }
+      unsigned pb[NB];  // B = P^T of block n: the lane's own (head g, keys 2q, 2q + 1)
+#pragma unroll
+      for (int n = 0; n < NB; ++n) {
+        const float p0 = x[2 * n] == -INFINITY ? 0.f : exp2f(x[2 * n] - m_run);
+        const float p1 = x[2 * n + 1] == -INFINITY ? 0.f : exp2f(x[2 * n + 1] - m_run);
+        l_run += p0 + p1;
+        const __half2 ph = __floats2half2_rn(p0, p1);
+        pb[n] = *reinterpret_cast<const unsigned*>(&ph);
+      }
+      // O^T += V^T P^T
+      unsigned av[NB][D / 8];
+#pragma unroll
+      for (int n = 0; n < NB; ++n) v_pairs<D, KV>(buf[u].v[2 * n], buf[u].v[2 * n + 1], av[n]);
+#pragma unroll
+      for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
+        mma_16816_f32(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
       if (step + NBUF < s_hi) load(step + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
     }
   }
@@ -282,25 +354,31 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
 }
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
-// one row chunk of flash_split_merge's 16).
-#define DECODE_RD_ENTRY(D, KV, NAME)                                                                    \
+// one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
+// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF)                                                             \
   extern "C" __global__ void __launch_bounds__(FA_THREADS, 3)                                          \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
            const int* qsl, int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group,      \
            int bs_shift, int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale,  \
            float soft_cap, float v_mul) {                                                              \
+    if (KV == KV_E4M3 && RD_E4M3_HW) {                                                                 \
+      qk_scale *= 1.f / FP8_E4M3_UNIT;                                                                 \
+      v_mul *= 1.f / FP8_E4M3_UNIT;                                                                    \
+    }                                                                                                  \
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV>(a);                                                                          \
+    decode_rd_body<D, KV, NBUF>(a);                                                                    \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
   }
-#define DECODE_RD_ENTRIES(D)                                \
-  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16)     \
-  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3)   \
-  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2)
+// FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two
+#define DECODE_RD_ENTRIES(D)                                   \
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16, 1)     \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3, 2)   \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2, 2)
 DECODE_RD_ENTRIES(64)
 DECODE_RD_ENTRIES(128)

@@ -49,18 +49,6 @@
 #define RD_SEG_PAGES (RD_SEG / FA_MIN_BS + 1)
 #define RD_LAZY_LOG2 8.f  // lazy rescale: scores may pass the reference max by 2^8 before O is rescaled
 
-// D += A (16 x 16) . B (16 x 8); rows 8..15 of A (heads 8..15) zero when a1 / a3 are 0
-ONECAT_DEVICE void mma_16816_f32(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                 unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();  // sm_80+ only: attention_ops never launches these kernels below
-#endif
-}
 // One step's loads of a lane (16 keys from t): K of keys t + 8n + g (n < 2; D / 32 pieces of 8 dims),
 // V of keys t + 8 (e / 2) + 2q + e % 2 (e < 4; D / 64 pieces of 8 dims each). FP16: uint4 pieces;
 // FP8: uint2 (8 bytes).
@@ -255,8 +243,8 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
         for (int n = 0; n < NB; ++n) {
           unsigned w[4];
           piece_words<KV>(buf[u].k[n][j], w);
-          mma_16816_f32(sc[n][0], qa[j][0], 0u, qa[j][1], 0u, w[0], w[1]);
-          mma_16816_f32(sc[n][1], qa[j][2], 0u, qa[j][3], 0u, w[2], w[3]);
+          mma_16816(sc[n][0], qa[j][0], 0u, qa[j][1], 0u, w[0], w[1]);
+          mma_16816(sc[n][1], qa[j][2], 0u, qa[j][3], 0u, w[2], w[3]);
         }
       // online softmax of head g over keys t0 + 8n + 2q + e (x index 2n + e)
       float x[2 * NB];
@@ -302,7 +290,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       for (int n = 0; n < NB; ++n) v_pairs<D, KV>(buf[u].v[2 * n], buf[u].v[2 * n + 1], av[n]);
 #pragma unroll
       for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
-        mma_16816_f32(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
+        mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
       if (step + NBUF < s_hi) load(step + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
     }
   }

@@ -105,3 +105,20 @@ ONECAT_DEVICE float block_sum(float v, float* smem32) {
   __syncthreads();
   return v;
 }
+
+// mma.sync m16n8k16 (sm_80+; lane g = lane / 4, q = lane % 4):
+// D += A (16 x 16, row) . B (16 x 8, col), fp16 in, fp32 accumulate: a = {(g, 2q..), (g + 8, 2q..),
+// (g, 2q + 8..), (g + 8, 2q + 8..)}, b = {k 2q.., k 2q + 8..} of column g; d = {(g, 2q), (g, 2q + 1),
+// (g + 8, 2q), (g + 8, 2q + 1)}.
+ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                             unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // no m16n8k16 before sm_80: its callers (gemm_rd.cu, attention_decode_rd.cu) are never
+             // launched there
+#endif
+}

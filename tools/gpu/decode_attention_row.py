@@ -4,10 +4,16 @@ KV sets rotated past the L2 (> 200 MB), CUDA events behind a queued sleep (media
 KV bytes per second, and the V100 read-bound projection (879 GB/s, ../shared/v100.md). Imported by
 path from attention_check.sh and variants_ab.sh (under older trees' packages too: only ops, reference,
 paged_metadata and time_sets, which every tree has).
-`attend`: the function timed (default ops.paged_attention, the registry's route)."""
+`attend`: the function timed (default ops.paged_attention, the registry's route). `graphed`: the calls as
+a decode graph runs them instead of one launch per event pair: one CUDA graph of one call per KV set,
+back to back (programmatic dependent launch on sm_90), the metadata marked host-written as the
+engine's graphs pass it (the lengths and page ids read before waiting on the kernel ahead), CUDA
+events around each replay, time per call = replay / sets; launch gaps and prologues off the clock
+where the engine has them off too."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
@@ -15,7 +21,7 @@ import torch
 
 from onecat.kernels import ops
 from onecat.kernels import reference as ref
-from onecat.kernels.bench import time_sets
+from onecat.kernels.bench import time_graph, time_sets
 from onecat.kernels.inputs import paged_metadata
 
 ROTATE = 200 << 20  # KV bytes per rotation: > 3x the H200's 60 MB L2
@@ -23,7 +29,7 @@ V100_READ_GBPS = 879.0  # v100.md
 KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
-def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None):
+def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None, graphed=False):
     attend = attend or ops.paged_attention
     dev, dt = "cuda", KV[kv]
     nb = batch * (-(-ctx // bs)) + 4
@@ -32,6 +38,7 @@ def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None):
     sets = []
     for i in range(nsets):
         md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(10 + i), dev)
+        md = dataclasses.replace(md, host_written=True) if graphed else md
         q = torch.randn(batch, hq, d, device=dev).half()
         x = torch.randn(nb, bs, hk, d, device=dev)
         kc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, dt)
@@ -40,7 +47,10 @@ def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None):
         del x
         sets.append((q, kc, vc, md, d ** -0.5, None, None) + (() if kv == "f16" else (0.02, 0.02)))
     sel = ops.registry.select(ops.problem("paged_attention", *sets[0])).provider.name
-    t = time_sets(lambda i: attend(*sets[i]), nsets, iters)
+    if graphed:
+        t = time_graph(lambda: [attend(*x) for x in sets], replays=iters, n_calls=nsets)
+    else:
+        t = time_sets(lambda i: attend(*sets[i]), nsets, iters)
     got = attend(*sets[0])
     s0 = sets[0]
     want = ref.paged_attention(s0[0].float(), ref.kv_dequantize(s0[1], 0.02) if kv != "f16" else s0[1].float(),
@@ -49,7 +59,7 @@ def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None):
     nbytes = 2 * batch * ctx * hk * d * s0[1].element_size()  # K and V bytes the kernel must read
     med = statistics.median(t) * 1e-6
     bw = nbytes / med
-    r = dict(kind="decode", kv=kv, batch=batch, ctx=ctx, heads=f"{hq}/{hk}", d=d, block_size=bs, provider=sel,
+    r = dict(kind="decode", timing="graph" if graphed else "launch", kv=kv, batch=batch, ctx=ctx, heads=f"{hq}/{hk}", d=d, block_size=bs, provider=sel,
              us=med * 1e6, us_min=min(t), us_max=max(t), bytes=nbytes, gbs=bw / 1e9, rel_err=err,
              v100_projected_us=nbytes / (V100_READ_GBPS * 1e9) * 1e6)
     del sets, got, want

@@ -31,12 +31,13 @@ KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_att
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
+    ap.add_argument("--graphed", action="store_true", help="time each row as a decode graph runs it (decode_row graphed)")
     args = ap.parse_args()
     copy0 = copy_bandwidth()
     out = []
     for kv, b, ctx, hq, hk, d in ROWS:
         for name, fn in KERNELS.items():
-            r = decode_row(kv, b, ctx, hq, hk, d, attend=fn)
+            r = decode_row(kv, b, ctx, hq, hk, d, attend=fn, graphed=args.graphed)
             r["kernel"] = name
             out.append(r)
             print(json.dumps(r), flush=True)
@@ -46,8 +47,10 @@ def main() -> int:
         r["copy_gbs"] = copy
     if args.json:
         json.dump(dict(device=torch.cuda.get_device_name(0), copy_gbs=copy, rows=out), open(args.json, "w"), indent=1)
+    how = ("one CUDA graph of a call per KV set (PDL, host-written metadata), events per replay / sets"
+           if args.graphed else "CUDA events per launch")
     print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
-          "CUDA events, KV rotated > 200 MB, median of 30 (min-max); measured")
+          f"{how}, KV rotated > 200 MB, median of 30 (min-max); measured")
     print(f"{'kv':5} {'batch':>5} {'ctx':>6} {'heads':>6} {'D':>4} | {'volta us':>9} {'%copy':>6} | "
           f"{'rd us':>18} {'%copy':>6} {'err':>8} | speedup")
     for i in range(0, len(out), 2):

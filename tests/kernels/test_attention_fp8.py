@@ -245,3 +245,30 @@ def test_prefill_split_keeps_reduce(monkeypatch, gen):
     attention_ops.flash_prefill(q, kc, kc, md, 0.1)
     assert [c[0] for c in calls] == ["attn_prefill_d64_f16", "attn_reduce"] and calls[0][1][-6] > 1
     assert len(calls[0][1]) == len(attention_ops._SIG)
+
+
+@pytest.mark.parametrize("warps,threads,name,per_sm", [(4, 128, "attn_decode_rd_d128_e4m3", 3),
+                                                       (1, 32, "attn_decode_rd_d128_e4m3_w1", 12)])
+def test_register_direct_decode_host_side(warps, threads, name, per_sm, monkeypatch, gen):
+    """paged_attention_rd's launch: its kernels' signature, the block size of its form (4-warp route or
+    one-warp blocks), partitions planned for that many resident blocks on the (fake: 80) SMs, the merge
+    fused (a counter array)."""
+    import struct
+
+    from onecat.kernels import cuda_ops
+    calls = []
+
+    def fake_launch(kernel, grid, block, *args, device):
+        struct.pack_into(kernel._fmt, kernel._buf, 0, *args)
+        calls.append((kernel.name, grid, block, args))
+
+    monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
+    md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
+    q = torch.randn(4, 32, 128, generator=gen).half()
+    kc = torch.zeros(2100, 16, 8, 128, dtype=E4M3)
+    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, warps=warps)
+    ((kname, grid, block, args),) = calls
+    nparts, part = args[-6], args[-5]
+    want = attention_ops.split_kv_plan(4, 8, 1, 8192, 64 if warps == 4 else 16, 80, 4, 32, 128, per_sm)
+    assert kname == name and block == (threads, 1, 1) and (nparts, part) == want and grid == (1, 8, 4 * nparts)
+    assert nparts > 1 and args[3] != 0 and 4 * 8 * nparts <= per_sm * 80

@@ -35,7 +35,8 @@ def _cache(gen, shape, kv: str, scale: float):
     return x.half() if kv == "f16" else ref.fp8_quantize(x, scale, KV_DTYPES[kv])
 
 
-def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv"):
+def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv", fn=None):
+    """`provider`'s function (admitted for the problem), or `fn` (an unrouted form) on the same inputs."""
     nb = sum(-(-s // bs) for s in seq_lens) + 3
     md = paged_metadata(q_lens, seq_lens, bs, nb, torch.Generator().manual_seed(int(gen.initial_seed()) + 1), "cuda")
     q = torch.randn(sum(q_lens), hq, d, generator=gen, device="cuda").half()
@@ -46,7 +47,7 @@ def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, 
     prov = ops.registry.providers["paged_attention"][provider]
     assert not prov.refusal(p), prov.refusal(p)
     with cuda_ops.poison_outputs():
-        got = prov.fn(*args)
+        got = (fn or prov.fn)(*args)
     want = ref.paged_attention(q.float(), ref.kv_dequantize(kc, ks) if kv != "f16" else kc.float(),
                                ref.kv_dequantize(vc, vs) if kv != "f16" else vc.float(), md, 1 / math.sqrt(d),
                                window, cap)
@@ -305,6 +306,23 @@ def test_decode_rd_fused_split_merge(case, decode_launches):
         _run(_gen("rdfused", case, rep), q_lens, seq, hq, hk, d, bs, kv, window, cap, provider=RD)
         _assert_fused(decode_launches, f"case {case} rep {rep}")
         assert decode_launches[0][0].startswith("attn_decode_rd_"), decode_launches[0][0]
+
+
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
+    """paged_attention_rd(warps=1), the one-warp-block form (not routed): decode over ragged contexts,
+    block sizes 8 / 32, window + soft cap, its fused merge (many partitions) re-arming the counters."""
+    one = functools.partial(attention_ops.paged_attention_rd, warps=1)
+    rnd = random.Random(SEED + d)
+    for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 9, 3, 32), (32, 32, 8, 16)):
+        seq = [rnd.randint(1, 9000) for _ in range(batch)]
+        _run(_gen("w1", kv, d, batch), [1] * batch, seq, hq, hk, d, bs, kv, provider=RD, fn=one)
+    decode_launches.clear()
+    _run(_gen("w1win", kv, d), [1, 1], [5000, 70], 16, 4, d, 16, kv, window=700, cap=30.0, provider=RD, fn=one)
+    _assert_fused(decode_launches, "one-warp blocks")
+    assert decode_launches[0][0].endswith("_w1") and decode_launches[0][1][2] > 2, decode_launches[0][:2]
 
 
 def test_fused_fallback_two_launches(monkeypatch, decode_launches):

@@ -1,6 +1,7 @@
-"""Paged decode attention, the register-direct kernel (cuda_decode_rd, sm_80+) against the Volta
-kernel (cuda_split_kv) on #5's decode rows: batch >= 4, contexts >= 8K, FP16 / E4M3 / E5M2 KV, 32/8
-heads D 128 (and smollm2's 9/3 D 64). Each row: decode_attention_row.decode_row (KV sets rotated past
+"""Paged decode attention, the register-direct kernel (cuda_decode_rd, sm_80+; and its one-warp-block
+form, not routed) against the Volta kernel (cuda_split_kv) on #5's decode rows: batch >= 4, contexts
+>= 8K, FP16 / E4M3 / E5M2 KV, 32/8 heads D 128 (and smollm2's 9/3 D 64, the batch-32 / 64 engine
+shapes at 512 / 1024 keys). Each row: decode_attention_row.decode_row (KV sets rotated past
 the L2, CUDA events behind a queued sleep, median / min / max of 30, error against the float
 reference), % of the device copy bandwidth measured before and after in the same run.
 
@@ -10,6 +11,7 @@ reference), % of the device copy bandwidth measured before and after in the same
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -24,8 +26,10 @@ from decode_attention_row import decode_row  # noqa: E402
 ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in ((4, 8192), (4, 16384), (4, 32768),
                                                                                  (16, 8192), (8, 16384))]
 ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
-         ("f16", 1, 512, 32, 8, 128)]
-KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd}
+         ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128)]
+# rd_w1: one-warp blocks (not routed; the A/B for many short groups, e.g. the batch-32 / 64 engine steps)
+KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
+           "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1)}
 
 
 def main() -> int:
@@ -52,12 +56,13 @@ def main() -> int:
     print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
           f"{how}, KV rotated > 200 MB, median of 30 (min-max); measured")
     print(f"{'kv':5} {'batch':>5} {'ctx':>6} {'heads':>6} {'D':>4} | {'volta us':>9} {'%copy':>6} | "
-          f"{'rd us':>18} {'%copy':>6} {'err':>8} | speedup")
-    for i in range(0, len(out), 2):
-        v, r = out[i], out[i + 1]
+          f"{'rd us':>18} {'%copy':>6} {'err':>8} | {'rd_w1 us':>9} {'%copy':>6} {'err':>8} | rd / volta")
+    n = len(KERNELS)
+    for i in range(0, len(out), n):
+        v, r, w = out[i:i + n]
         print(f"{v['kv']:5} {v['batch']:>5} {v['ctx']:>6} {v['heads']:>6} {v['d']:>4} | {v['us']:9.1f} "
               f"{v['pct_copy']:5.1f}% | {r['us']:7.1f} ({r['us_min']:.1f}-{r['us_max']:.1f}) {r['pct_copy']:5.1f}% "
-              f"{r['rel_err']:.1e} | {v['us'] / r['us']:.2f}x")
+              f"{r['rel_err']:.1e} | {w['us']:9.1f} {w['pct_copy']:5.1f}% {w['rel_err']:.1e} | {v['us'] / r['us']:.2f}x")
     return 0
 
 

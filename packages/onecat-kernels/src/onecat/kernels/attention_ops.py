@@ -53,6 +53,10 @@ _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _
 DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64)}, 8, 3
 _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
               for d in DECODE_RD_TILE for kv in _KV_KINDS}
+# one-warp blocks (12 per SM), prepared for an A/B against the 4-warp route, not routed
+DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
+_DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
+                 for d in DECODE_RD_TILE for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -141,7 +145,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM):
+           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128):
     """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
     the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
@@ -175,7 +179,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
     # fused merge: one counter per (request, KV head, row chunk); none (null) -> attn_reduce below
     counters = cuda_ops.split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
-    _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (128, 1, 1), out.data_ptr(),
+    _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (threads, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             *((0 if counters is None else counters.data_ptr(),) if fused else ()),
             query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
@@ -196,8 +200,14 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                       k_scale=1.0, v_scale=1.0):
-    """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused."""
+                       k_scale=1.0, v_scale=1.0, warps=4):
+    """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. warps=1:
+    one-warp blocks, planned for 12 per SM (an A/B for many short (request, KV head) groups, where 4-warp
+    blocks leave slots empty or start a second wave; not routed)."""
+    if warps == 1:
+        return _flash(_DECODE_RD_W1, DECODE_RD_W1_TILE, query, key_cache, value_cache, metadata, scale,
+                      sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
+                      blocks_per_sm=DECODE_RD_W1_BLOCKS_PER_SM, threads=32)
     return _flash(_DECODE_RD, DECODE_RD_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
                   logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=DECODE_RD_BLOCKS_PER_SM)
 

@@ -13,7 +13,8 @@
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
 // kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA
 // heads of the KV head). A block owns one request, one KV head, one partition; its 4 warps take
-// contiguous quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside
+// (_w1 entries, not routed: one-warp blocks, 12 per SM, for an A/B on many short groups) contiguous
+// quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside
 // [kstart, kend) masked), each warp its own (m, l, O), merged through shared memory at the end. A
 // step is two blocks of 8 keys (n = 0, 1: keys t + 8n ..). Lane (g = lane / 4, q = lane % 4):
 //  * S[head][key] = Q K^T per block, m16n8k16 per 16 dims: A = Q (row g = head g of the group; rows
@@ -118,14 +119,15 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
   }
 }
 
-template <int D, int KV, int NBUF>
+// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp)
+template <int D, int KV, int NBUF, int W>  // W in {1, 4}
 __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   using S = RdStep<D, KV>;
   using Piece = typename S::P;
-  __shared__ int pages_s[4][RD_SEG_PAGES];
-  __shared__ __align__(16) float o_s[4][8][D];
-  __shared__ float m_s[4][8], l_s[4][8];
+  __shared__ int pages_s[W][RD_SEG_PAGES];
+  __shared__ __align__(16) float o_s[W][8][D];
+  __shared__ float m_s[W][8], l_s[W][8];
 
   pdl_launch_dependents();
   if (!a.meta_ready) pdl_wait();
@@ -140,7 +142,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
     pdl_wait();
     if (a.nparts > 1)
-      for (int i = threadIdx.x; i < group * D; i += FA_THREADS) {
+      for (int i = threadIdx.x; i < group * D; i += 32 * W) {
         const i64 row = ((i64)p * a.n_tokens + qs) * a.hq + kvh * group + i / D;
         a.part_o[row * D + i % D] = 0.f;
         if (i % D == 0) {
@@ -152,7 +154,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   }
 
   // This warp's steps: [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS.
-  const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + 3) >> 2;
+  const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> (W == 4 ? 2 : 0);
   const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
   const int bs_mask = (1 << a.bs_shift) - 1;
@@ -295,7 +297,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     }
   }
 
-  // Merge the 4 warps: (m, l) per head, O per head and dim through shared memory.
+  // Merge the W warps: (m, l) per head, O per head and dim through shared memory.
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
   l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
   if (q == 0) {
@@ -311,14 +313,14 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       o_s[warp][2 * q + 1][dim] = o[mt][2 * r + 1];
     }
   __syncthreads();
-  for (int i = threadIdx.x; i < group * (D / 2); i += FA_THREADS) {
+  for (int i = threadIdx.x; i < group * (D / 2); i += 32 * W) {
     const int h = i / (D / 2), c = (i % (D / 2)) * 2;
     float M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_s[w][h]);
+    for (int w = 0; w < W; ++w) M = fmaxf(M, m_s[w][h]);
     float L = 0.f, o0 = 0.f, o1 = 0.f;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < W; ++w) {
       if (m_s[w][h] == -INFINITY) continue;
       const float sc = exp2f(m_s[w][h] - M);
       L += l_s[w][h] * sc;
@@ -344,8 +346,8 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
 // (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF)                                                             \
-  extern "C" __global__ void __launch_bounds__(FA_THREADS, 3)                                          \
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W)                                                          \
+  extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
            const int* qsl, int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group,      \
@@ -358,15 +360,18 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF>(a);                                                                    \
+    decode_rd_body<D, KV, NBUF, W>(a);                                                                 \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
   }
-// FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two
-#define DECODE_RD_ENTRIES(D)                                   \
-  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16, 1)     \
-  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3, 2)   \
-  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2, 2)
-DECODE_RD_ENTRIES(64)
-DECODE_RD_ENTRIES(128)
+// FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
+// _w1: one-warp blocks (prepared for an A/B, not routed: attention_ops.paged_attention_rd(warps=1))
+#define DECODE_RD_ENTRIES(D, W, SUFFIX)                                    \
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W)     \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W)   \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W)
+DECODE_RD_ENTRIES(64, 4, )
+DECODE_RD_ENTRIES(128, 4, )
+DECODE_RD_ENTRIES(64, 1, _w1)
+DECODE_RD_ENTRIES(128, 1, _w1)

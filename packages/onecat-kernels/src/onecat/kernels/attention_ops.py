@@ -1,7 +1,7 @@
 """Attention providers: paged attention (split-KV decode/verify `cuda_split_kv`, sm80+ decode
-`cuda_decode_rd`, tensor-core prefill `cuda_flash_prefill`, torch SDPA prefill on sm80+) and the FP8 KV-cache write, registered into the
-op registry on import (ops.py imports this module last). The Volta shapes run attention_flash.cuh,
-cuda_decode_rd csrc/attention_decode_rd.cu.
+`cuda_decode_rd`, tensor-core prefill `cuda_flash_prefill`, torch SDPA prefill on sm80+) and the FP8
+KV-cache write, registered into the op registry on import (ops.py imports this module last). The
+Volta shapes run attention_flash.cuh, cuda_decode_rd csrc/attention_decode_rd.cu.
 
 FP8 KV caches: a cache tensor of dtype torch.float8_e4m3fn or torch.float8_e5m2 (the format travels
 with the tensor; kernels see bytes), one float scale per tensor passed as `k_scale` / `v_scale` to

@@ -120,9 +120,11 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
 }
 
 // W warps per block (4: they split the partition's keys and merge; 1: a block is one warp)
-template <int D, int KV, int NBUF, int W>  // W in {1, 4}
+template <int D, int KV, int NBUF, int W>
 __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
+  static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
+  constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
   using S = RdStep<D, KV>;
   using Piece = typename S::P;
   __shared__ int pages_s[W][RD_SEG_PAGES];
@@ -154,7 +156,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   }
 
   // This warp's steps: [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS.
-  const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> (W == 4 ? 2 : 0);
+  const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> W_LOG2;
   const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
   const int bs_mask = (1 << a.bs_shift) - 1;

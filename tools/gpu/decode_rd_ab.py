@@ -5,7 +5,7 @@ shapes at 512 / 1024 keys). Each row: decode_attention_row.decode_row (KV sets r
 the L2, CUDA events behind a queued sleep, median / min / max of 30, error against the float
 reference), % of the device copy bandwidth measured before and after in the same run.
 
-    python tools/gpu/decode_rd_ab.py [--json OUT.json]
+    python tools/gpu/decode_rd_ab.py [--json OUT.json] [--graphed] [--kernels rd,rd_w1] [--rows 0,5]
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from decode_attention_row import decode_row  # noqa: E402
 ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in ((4, 8192), (4, 16384), (4, 32768),
                                                                                  (16, 8192), (8, 16384))]
 ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
-         ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128)]
+         ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128),
+         ("f16", 64, 1024, 32, 8, 128), ("f16", 128, 512, 32, 8, 128), ("e4m3", 64, 512, 32, 8, 128)]
 # rd_w1: one-warp blocks (not routed; the A/B for many short groups, e.g. the batch-32 / 64 engine steps)
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
            "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1)}
@@ -36,11 +37,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
     ap.add_argument("--graphed", action="store_true", help="time each row as a decode graph runs it (decode_row graphed)")
+    ap.add_argument("--kernels", default="volta,rd,rd_w1", help=f"comma-separated, of {','.join(KERNELS)}")
+    ap.add_argument("--rows", default="", help="comma-separated row indices (default all)")
     args = ap.parse_args()
+    kernels = {k: KERNELS[k] for k in args.kernels.split(",")}
+    rows = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     copy0 = copy_bandwidth()
     out = []
-    for kv, b, ctx, hq, hk, d in ROWS:
-        for name, fn in KERNELS.items():
+    for kv, b, ctx, hq, hk, d in rows:
+        for name, fn in kernels.items():
             r = decode_row(kv, b, ctx, hq, hk, d, attend=fn, graphed=args.graphed)
             r["kernel"] = name
             out.append(r)
@@ -55,14 +60,14 @@ def main() -> int:
            if args.graphed else "CUDA events per launch")
     print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
           f"{how}, KV rotated > 200 MB, median of 30 (min-max); measured")
-    print(f"{'kv':5} {'batch':>5} {'ctx':>6} {'heads':>6} {'D':>4} | {'volta us':>9} {'%copy':>6} | "
-          f"{'rd us':>18} {'%copy':>6} {'err':>8} | {'rd_w1 us':>9} {'%copy':>6} {'err':>8} | rd / volta")
-    n = len(KERNELS)
+    print(f"{'kv':5} {'batch':>5} {'ctx':>6} {'heads':>6} {'D':>4} | "
+          + " | ".join(f"{k + ' us':>18} {'%copy':>6}" for k in kernels) + f" | {'max err':>8}")
+    n = len(kernels)
     for i in range(0, len(out), n):
-        v, r, w = out[i:i + n]
-        print(f"{v['kv']:5} {v['batch']:>5} {v['ctx']:>6} {v['heads']:>6} {v['d']:>4} | {v['us']:9.1f} "
-              f"{v['pct_copy']:5.1f}% | {r['us']:7.1f} ({r['us_min']:.1f}-{r['us_max']:.1f}) {r['pct_copy']:5.1f}% "
-              f"{r['rel_err']:.1e} | {w['us']:9.1f} {w['pct_copy']:5.1f}% {w['rel_err']:.1e} | {v['us'] / r['us']:.2f}x")
+        rs, v = out[i:i + n], out[i]
+        print(f"{v['kv']:5} {v['batch']:>5} {v['ctx']:>6} {v['heads']:>6} {v['d']:>4} | "
+              + " | ".join(f"{r['us']:7.1f} ({r['us_min']:.1f}-{r['us_max']:.1f}) {r['pct_copy']:5.1f}%" for r in rs)
+              + f" | {max(r['rel_err'] for r in rs):.1e}")
     return 0
 
 

@@ -6,9 +6,9 @@
 //
 // Why: attention_decode.cu (wmma through shared memory) holds 242-255 registers at D 128 and is
 // latency-bound at 8 warps per SM: on the H200 65-80% of copy with FP16 KV at >= 8K, 35-43% with FP8
-// (the same time for half the bytes). Here a warp holds ~165 registers (3 blocks per SM) and its
-// per-key work is a few MMAs, permutes and conversions (s13: FP16 77-99%, FP8 55-84% of copy,
-// benchmarks/results/h200-2026-11-30-s13/).
+// (the same time for half the bytes). Here a warp holds ~150 registers (3 blocks per SM) and its
+// per-key work is a few MMAs, permutes and conversions (s14: FP16 76-97%, FP8 55-84% of copy per
+// launch, benchmarks/results/h200-2026-11-30-s14/).
 //
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
 // kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA
@@ -17,33 +17,37 @@
 // quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside
 // [kstart, kend) masked), each warp its own (m, l, O), merged through shared memory at the end. A
 // step is two blocks of 8 keys (n = 0, 1: keys t + 8n ..). Lane (g = lane / 4, q = lane % 4):
-//  * S[head][key] = Q K^T per block, m16n8k16 per 16 dims: A = Q (row g = head g of the group; rows
-//    8..15 zero), B = K^T (column g = key t + 8n + g). The dims are permuted (a dot product does not
-//    care): lane q's k positions of tile 2j + h are dims 32j + 8q + 4h + {0, 1 | 2, 3}, so its B
-//    registers are the words of one 16-byte load of key g's dims [32j + 8q, +8) (FP8: 8 bytes,
-//    decoded), and Q's A registers the same words of head g's row; the two halves h accumulate in
-//    two chains. S lands as c0 / c1 = S[head g][keys t + 8n + 2q, + 1].
-//  * Online softmax per head (log2 domain): the step's max over its 16 keys by two shuffles across
-//    q. m is a reference the scores may pass by up to 2^8 (P stays <= 256 in FP16): O and l are
-//    rescaled only when some head's max passes it (a warp vote; rare after the first steps). l is
-//    kept per lane and summed at the end.
+//  * S^T[key][head] = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t + g, row g + 8 = key
+//    t + 8 + g: all 16 rows are keys), B = Q^T (column g = head g of the group; zero past it). The
+//    dims are permuted (a dot product does not care): lane q's k positions of tile 2j + h are dims
+//    32j + 8q + 4h + {0, 1 | 2, 3}, so its A registers are the words of one 16-byte load of keys g
+//    and g + 8's dims [32j + 8q, +8) (FP8: 8 bytes, decoded), and Q's B registers the same words of
+//    head g's row; the two halves h accumulate in two chains. S^T lands as c0 / c1 = keys t + g,
+//    heads 2q, 2q + 1 and c2 / c3 = key t + 8 + g, the same heads.
+//  * Online softmax per head (log2 domain), a lane tracking heads 2q, 2q + 1: m is a reference the
+//    scores may pass by up to 2^8 (P stays <= 256 in FP16); only when some score passes it (a warp
+//    vote; rare after the first steps) are the step's maxima taken (three shuffles across g) and O
+//    and l rescaled. l is kept per lane and summed across g at the end.
 //  * O^T[dim][head] += V^T P^T, m16n8k16 per 16 dims: B = P^T (column g = head g; k = keys 2q, 2q + 1
-//    of block 0 and of block 1: exactly the lane's own S, packed to FP16), A = V^T (rows = dims,
-//    k = the same keys): lane g loads keys t + 8n + 2q, + 1's dims [64i + 8g, +8) (i < D / 64; 16 /
-//    8 bytes per load, 8 lanes per 128 / 64 contiguous bytes) and pairs the two keys' values per
-//    dim with one PRMT per register (hardware E4M3: the bytes paired first, then one conversion).
-//    Lane dim list e' = 0 .. D/8 - 1 -> dim 64 (e' / 8) + 8g + e' % 8; tile mt's row g is e' = mt,
-//    row g + 8 is e' = mt + D / 16. O^T's c0..c3 are heads 2q, 2q + 1 of those dims; the rescale
-//    takes heads 2q, 2q + 1's alpha from lanes 4 (2q), 4 (2q + 1).
+//    of block 0 and of block 1): the lane's P^T values (keys g | g + 8, heads 2q, 2q + 1) packed to
+//    FP16 are two 8 x 8 blocks in fragment layout, transposed by movmatrix into exactly that operand.
+//    A = V^T (rows = dims, k = the same keys): lane g loads keys t + 8n + 2q, + 1's dims
+//    [64i + 8g, +8) (i < D / 64; 16 / 8 bytes per load, 8 lanes per 128 / 64 contiguous bytes) and
+//    pairs the two keys' values per dim with one PRMT per register (hardware E4M3: the bytes paired
+//    first, then one conversion). Lane dim list e' = 0 .. D/8 - 1 -> dim 64 (e' / 8) + 8g + e' % 8;
+//    tile mt's row g is e' = mt, row g + 8 is e' = mt + D / 16. O^T's c0..c3 are heads 2q, 2q + 1 of
+//    those dims: the lane's own heads, so a rescale needs no shuffle.
 //  * FP8: E5M2 and (sm_80 / sm_86) E4M3 by attention_fp8.cuh's integer rules, E4M3 by the sm_89+
 //    conversion instruction where there is one.
 //  * Loads: NBUF register sets of steps (1 for FP16, 2 for FP8: 1-2 steps ahead), a set refilled
 //    once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
 //    absolute keys, one per 8-key block (a block size is a power of 2 >= 8: the block is in one page).
-//  * s13 A/B on the H200 (tools/gpu/decode_rd_check.sh): 8-key steps (P V by m16n8k8) 3-8% slower,
-//    one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3 decode 15-19%, KV heads spread
-//    over a block's warps (2 or 4 per block) 2-35% slower, other partition plans (2 / 4 / 6 blocks
-//    per SM) slower.
+//  * A/B on the H200 (tools/gpu/decode_rd_check.sh, decode_rd_ab.py --kernels): s13: 8-key steps
+//    (P V by m16n8k8) 3-8% slower, one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3
+//    decode 15-19%, KV heads spread over a block's warps (2 or 4 per block) 2-35% slower, other
+//    partition plans (2 / 4 / 6 blocks per SM) slower. s14: S = Q K^T (heads as the rows, 8 of 16
+//    zero, max by shuffles every step) 1-3% slower than S^T; FP8 16-byte pieces 2-6% slower; K
+//    refilled right after Q K^T no change; L2 prefetch 1-4 steps ahead 1-40% slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
@@ -227,7 +231,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
   // m_run: the reference max of head g (scores may pass it by up to RD_LAZY_LOG2: P <= 2^8 in FP16);
   // O and l are rescaled only when some head's max passes it (warp vote: rare after the first steps)
-  float m_run = -INFINITY, l_run = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];  // heads 2q, 2q + 1
 
   for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
 #pragma unroll
@@ -235,59 +239,61 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       const int step = s0 + u;
       if (step >= s_hi) break;
       const int t0 = base + KS * step;
-      // S = Q K^T per 8-key block n, two accumulator chains each (the dims' halves h)
-      float sc[NB][2][4];
+      unsigned pb[NB];  // B = P^T of block n: P[head g][keys 8n + 2q, + 1]
+      // S^T = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t0 + g: block 0's load, row g + 8 = key
+      // t0 + 8 + g: block 1's), B = Q^T (column g = head g); two chains (the dims' halves h). S^T
+      // lands as c0, c1 = (key g, heads 2q, 2q + 1), c2, c3 = (key g + 8, the same heads).
+      float sc[2][4];
 #pragma unroll
-      for (int n = 0; n < NB; ++n)
+      for (int i = 0; i < 4; ++i) sc[0][i] = sc[1][i] = 0.f;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) sc[n][0][i] = sc[n][1][i] = 0.f;
+      for (int j = 0; j < D / 32; ++j) {
+        unsigned w0[4], w1[4];
+        piece_words<KV>(buf[u].k[0][j], w0);
+        piece_words<KV>(buf[u].k[1][j], w1);
+        mma_16816(sc[0], w0[0], w1[0], w0[1], w1[1], qa[j][0], qa[j][1]);
+        mma_16816(sc[1], w0[2], w1[2], w0[3], w1[3], qa[j][2], qa[j][3]);
+      }
+      // online softmax of heads 2q + (i & 1) over keys t0 + g + 8 (i >> 1) (x index i); the lane's
+      // two heads' reference maxima m_run[0], m_run[1] (the same in every lane of a q)
+      float x[4];
+      bool over = false;
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j)
+      for (int i = 0; i < 4; ++i) {
+        float v = (sc[0][i] + sc[1][i]) * a.qk_scale;
+        if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
+        const int kp = t0 + g + 8 * (i >> 1);
+        x[i] = kp >= kstart && kp < kend ? v : -INFINITY;
+        over |= x[i] > m_run[i & 1] + RD_LAZY_LOG2;
+      }
+      if (__any_sync(0xffffffffu, over)) {  // some head's max passed its reference: the step's maxima
 #pragma unroll
-        for (int n = 0; n < NB; ++n) {
-          unsigned w[4];
-          piece_words<KV>(buf[u].k[n][j], w);
-          mma_16816(sc[n][0], qa[j][0], 0u, qa[j][1], 0u, w[0], w[1]);
-          mma_16816(sc[n][1], qa[j][2], 0u, qa[j][3], 0u, w[2], w[3]);
+        for (int h = 0; h < 2; ++h) {
+          float mx = fmaxf(x[h], x[h + 2]);
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+          const float m_new = fmaxf(m_run[h], mx);
+          alpha[h] = m_new == -INFINITY ? 1.f : exp2f(m_run[h] - m_new);
+          l_run[h] *= alpha[h];
+          m_run[h] = m_new;
         }
-      // online softmax of head g over keys t0 + 8n + 2q + e (x index 2n + e)
-      float x[2 * NB];
-      float mx = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < NB; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float v = (sc[n][0][e] + sc[n][1][e]) * a.qk_scale;
-          if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
-          const int kp = t0 + 8 * n + 2 * q + e;
-          x[2 * n + e] = kp >= kstart && kp < kend ? v : -INFINITY;
-          mx = fmaxf(mx, x[2 * n + e]);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const bool rescale = __any_sync(0xffffffffu, mx > m_run + RD_LAZY_LOG2);
-      float al0 = 1.f, al1 = 1.f;
-      if (rescale) {
-        const float m_new = fmaxf(m_run, mx);
-        const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
-        l_run *= alpha;
-        m_run = m_new;
-        al0 = __shfl_sync(0xffffffffu, alpha, 8 * q);  // O^T's heads 2q, 2q + 1
-        al1 = __shfl_sync(0xffffffffu, alpha, 8 * q + 4);
-#pragma unroll
-        for (int mt = 0; mt < NT; ++mt) {
-          o[mt][0] *= al0; o[mt][1] *= al1; o[mt][2] *= al0; o[mt][3] *= al1;
+        for (int mt = 0; mt < NT; ++mt) {  // O^T's c0..c3: heads 2q, 2q + 1
+          o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1]; o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
         }
       }
-      unsigned pb[NB];  // B = P^T of block n: the lane's own (head g, keys 2q, 2q + 1)
+      float p[4];
 #pragma unroll
-      for (int n = 0; n < NB; ++n) {
-        const float p0 = x[2 * n] == -INFINITY ? 0.f : exp2f(x[2 * n] - m_run);
-        const float p1 = x[2 * n + 1] == -INFINITY ? 0.f : exp2f(x[2 * n + 1] - m_run);
-        l_run += p0 + p1;
-        const __half2 ph = __floats2half2_rn(p0, p1);
-        pb[n] = *reinterpret_cast<const unsigned*>(&ph);
+      for (int i = 0; i < 4; ++i) {
+        p[i] = x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
+        l_run[i & 1] += p[i];
       }
+      // P^T's 8 x 8 blocks (keys g | g + 8, heads 2q, 2q + 1) transposed: P[head g][keys 2q, 2q + 1]
+      __half2 ph = __floats2half2_rn(p[0], p[1]);
+      pb[0] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
+      ph = __floats2half2_rn(p[2], p[3]);
+      pb[1] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
       // O^T += V^T P^T
       unsigned av[NB][D / 8];
 #pragma unroll
@@ -300,11 +306,15 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   }
 
   // Merge the W warps: (m, l) per head, O per head and dim through shared memory.
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
-  l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
-  if (q == 0) {
-    m_s[warp][g] = m_run;
-    l_s[warp][g] = l_run;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 4);
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 8);
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 16);
+    if (g == 0) {
+      m_s[warp][2 * q + h] = m_run[h];
+      l_s[warp][2 * q + h] = l_run[h];
+    }
   }
 #pragma unroll
   for (int mt = 0; mt < NT; ++mt)

@@ -122,3 +122,16 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
              // launched there
 #endif
 }
+
+// The transpose of an 8 x 8 b16 matrix held as mma fragments (lane g = lane / 4, q = lane % 4 holds row
+// g, columns 2q, 2q + 1): returns the transpose's row g, columns 2q, 2q + 1. sm_75+ (movmatrix).
+ONECAT_DEVICE unsigned movmatrix_trans(unsigned a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  unsigned d;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+#else
+  __trap();  // no movmatrix before sm_75: its caller (attention_decode_rd.cu) is never launched there
+  return a;
+#endif
+}

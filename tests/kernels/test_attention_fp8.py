@@ -272,3 +272,21 @@ def test_register_direct_decode_host_side(warps, threads, name, per_sm, monkeypa
     want = attention_ops.split_kv_plan(4, 8, 1, 8192, 64 if warps == 4 else 16, 80, 4, 32, 128, per_sm)
     assert kname == name and block == (threads, 1, 1) and (nparts, part) == want and grid == (1, 8, 4 * nparts)
     assert nparts > 1 and args[3] != 0 and 4 * 8 * nparts <= per_sm * 80
+
+
+@pytest.mark.parametrize("batch,name", [(16, "attn_decode_rd_d128_f16"), (24, "attn_decode_rd_d128_f16"),
+                                        (25, "attn_decode_rd_d128_f16_w1"), (64, "attn_decode_rd_d128_f16_w1")])
+def test_register_direct_decode_warps_route(batch, name, monkeypatch, gen):
+    """paged_attention_rd's default form: 4-warp blocks while the batch bucket's (request, KV head)
+    groups fit one wave of them (3 per SM on the fake 80 SMs: 240 slots; 8 KV heads: bucket 24 -> 192
+    groups), one-warp blocks past it (25 -> bucket 32 -> 256 groups)."""
+    from onecat.kernels import cuda_ops
+    from onecat.kernels.attention_metadata import batch_bucket
+    calls = []
+    monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append(kernel.name))
+    md = paged_metadata([1] * batch, [700] * batch, 16, batch * 44 + 4, gen)
+    q = torch.randn(batch, 32, 128, generator=gen).half()
+    kc = torch.zeros(batch * 44 + 4, 16, 8, 128, dtype=torch.float16)
+    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1)
+    one_wave = batch_bucket(batch) * 8 <= attention_ops.DECODE_RD_BLOCKS_PER_SM * 80
+    assert calls == [name] and name.endswith("_w1") != one_wave

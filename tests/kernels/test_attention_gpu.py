@@ -312,8 +312,9 @@ def test_decode_rd_fused_split_merge(case, decode_launches):
 @pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
-    """paged_attention_rd(warps=1), the one-warp-block form (not routed): decode over ragged contexts,
-    block sizes 8 / 32, window + soft cap, its fused merge (many partitions) re-arming the counters."""
+    """paged_attention_rd(warps=1), the one-warp-block form (routed when the groups pass one wave of 4-warp
+    blocks: decode_rd_warps): decode over ragged contexts, block sizes 8 / 32, window + soft cap, its fused
+    merge (many partitions) re-arming the counters."""
     one = functools.partial(attention_ops.paged_attention_rd, warps=1)
     rnd = random.Random(SEED + d)
     for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 9, 3, 32), (32, 32, 8, 16)):

@@ -15,7 +15,7 @@ from onecat.kernels.inputs import paged_metadata
 KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
-def main(kv: str, batch: int, ctx: int, warps: int = 4) -> None:
+def main(kv: str, batch: int, ctx: int, warps: int | None = None) -> None:
     hq, hk, d, bs = 32, 8, 128, 16
     nb = batch * (-(-ctx // bs)) + 4
     md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(10), "cuda")
@@ -30,4 +30,4 @@ def main(kv: str, batch: int, ctx: int, warps: int = 4) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 4)
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)

@@ -1,5 +1,5 @@
-"""Paged decode attention, the register-direct kernel (cuda_decode_rd, sm_80+; and its one-warp-block
-form, not routed) against the Volta kernel (cuda_split_kv) on #5's decode rows: batch >= 4, contexts
+"""Paged decode attention, the register-direct kernel (cuda_decode_rd, sm_80+; its 4-warp and one-warp
+block forms) against the Volta kernel (cuda_split_kv) on #5's decode rows: batch >= 4, contexts
 >= 8K, FP16 / E4M3 / E5M2 KV, 32/8 heads D 128 (and smollm2's 9/3 D 64, the batch-32 / 64 engine
 shapes at 512 / 1024 keys). Each row: decode_attention_row.decode_row (KV sets rotated past
 the L2, CUDA events behind a queued sleep, median / min / max of 30, error against the float
@@ -28,8 +28,9 @@ ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in
 ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
          ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128),
          ("f16", 64, 1024, 32, 8, 128), ("f16", 128, 512, 32, 8, 128), ("e4m3", 64, 512, 32, 8, 128)]
-# rd_w1: one-warp blocks (not routed; the A/B for many short groups, e.g. the batch-32 / 64 engine steps)
+# rd: the route (4-warp blocks, one-warp blocks past one wave of groups: decode_rd_warps); rd_w4 / rd_w1 force one
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
+           "rd_w4": functools.partial(attention_ops.paged_attention_rd, warps=4),
            "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1)}
 
 

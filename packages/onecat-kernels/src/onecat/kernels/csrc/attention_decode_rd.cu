@@ -13,7 +13,7 @@
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
 // kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA
 // heads of the KV head). A block owns one request, one KV head, one partition; its 4 warps take
-// (_w1 entries, not routed: one-warp blocks, 12 per SM, for an A/B on many short groups) contiguous
+// (_w1 entries: one-warp blocks, 12 per SM, routed when the groups pass one wave of 4-warp blocks) contiguous
 // quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside
 // [kstart, kend) masked), each warp its own (m, l, O), merged through shared memory at the end. A
 // step is two blocks of 8 keys (n = 0, 1: keys t + 8n ..). Lane (g = lane / 4, q = lane % 4):
@@ -47,7 +47,9 @@
 //    decode 15-19%, KV heads spread over a block's warps (2 or 4 per block) 2-35% slower, other
 //    partition plans (2 / 4 / 6 blocks per SM) slower. s14: S = Q K^T (heads as the rows, 8 of 16
 //    zero, max by shuffles every step) 1-3% slower than S^T; FP8 16-byte pieces 2-6% slower; K
-//    refilled right after Q K^T no change; L2 prefetch 1-4 steps ahead 1-40% slower.
+//    refilled right after Q K^T no change; L2 prefetch 1-4 steps ahead 1-40% slower; FP8 with three
+//    load sets (a few spills) 6-12% slower; K / V through a per-warp cp.async ring in shared memory
+//    (FP8 4 steps, FP16 2; one register set) 10-13% slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
@@ -378,7 +380,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
                                v_mul);                                                                 \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
-// _w1: one-warp blocks (prepared for an A/B, not routed: attention_ops.paged_attention_rd(warps=1))
+// _w1: one-warp blocks (attention_ops.decode_rd_warps routes them for many (request, KV head) groups)
 #define DECODE_RD_ENTRIES(D, W, SUFFIX)                                    \
   DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W)     \
   DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W)   \

@@ -48,8 +48,8 @@
 //    partition plans (2 / 4 / 6 blocks per SM) slower. s14: S = Q K^T (heads as the rows, 8 of 16
 //    zero, max by shuffles every step) 1-3% slower than S^T; FP8 16-byte pieces 2-6% slower; K
 //    refilled right after Q K^T no change; L2 prefetch 1-4 steps ahead 1-40% slower; FP8 with three
-//    load sets (a few spills) 6-12% slower; K / V through a per-warp cp.async ring in shared memory
-//    (FP8 4 steps, FP16 2; one register set) 10-13% slower.
+//    load sets (a few spills) 7-12% slower; K / V through a per-warp cp.async ring in shared memory
+//    (FP8 4 steps, FP16 2; one register set) 7-15% slower at batch 4-16.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512

@@ -149,15 +149,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
 
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
     pdl_wait();
-    if (a.nparts > 1)
-      for (int i = threadIdx.x; i < group * D; i += 32 * W) {
-        const i64 row = ((i64)p * a.n_tokens + qs) * a.hq + kvh * group + i / D;
-        a.part_o[row * D + i % D] = 0.f;
-        if (i % D == 0) {
-          a.part_ml[row * 2] = -INFINITY;
-          a.part_ml[row * 2 + 1] = 0.f;
-        }
-      }
+    flash_empty_partials<D, true>(a, p, qs, kvh, 0, group, threadIdx.x, 32 * W);
     return;
   }
 

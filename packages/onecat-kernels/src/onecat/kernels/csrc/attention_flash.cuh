@@ -119,6 +119,25 @@ ONECAT_DEVICE int flash_request_part(const FlashArgs& a, int KT, int span) {
   return a.nparts > 1 ? min(a.part, max(KT, (per + KT - 1) / KT * KT)) : a.part;
 }
 
+// The partials of a partition that sees no key (rows r0 .. r0 + R - 1 of the (request, KV head)
+// group, row r = token qs + r / group, head kvh * group + r % group; ONE_TOKEN: the rows are the group's
+// heads of token qs): O 0, (m, l) = (-inf, 0), so the merge weighs them 0 (it counts every partition).
+// Nothing when the keys are not split.
+template <int D, bool ONE_TOKEN = false>
+ONECAT_DEVICE void flash_empty_partials(const FlashArgs& a, int p, int qs, int kvh, int r0, int R, int tid,
+                                        int nthreads) {
+  if (a.nparts <= 1) return;
+  for (int i = tid; i < R * D; i += nthreads) {
+    const int r = r0 + i / D, tok = ONE_TOKEN ? qs : qs + r / a.group, h = kvh * a.group + (ONE_TOKEN ? r : r % a.group);
+    const i64 row = ((i64)p * a.n_tokens + tok) * a.hq + h;
+    a.part_o[row * D + i % D] = 0.f;
+    if (i % D == 0) {
+      a.part_ml[row * 2] = -INFINITY;
+      a.part_ml[row * 2 + 1] = 0.f;
+    }
+  }
+}
+
 // Split-KV merge fused into the decode launch (decode entries; nparts > 1 and a counter array given):
 // a block that has written its partials (o / l, m, l) for its R rows counts itself done on the
 // counter of its (request, KV head, row chunk) group; the block that finds nparts - 1 there (the
@@ -311,17 +330,7 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
 
   if (kstart >= kend) {  // nothing visible in this partition: empty partials (counted by the fused merge too)
     pdl_wait();
-    if (a.nparts > 1) {
-      for (int i = tid; i < R * D; i += FA_THREADS) {
-        const int r = r0 + i / D, tok = qs + r / a.group, h = kvh * a.group + r % a.group;
-        const i64 row = ((i64)p * a.n_tokens + tok) * a.hq + h;
-        a.part_o[row * D + i % D] = 0.f;
-        if (i % D == 0) {
-          a.part_ml[row * 2] = -INFINITY;
-          a.part_ml[row * 2 + 1] = 0.f;
-        }
-      }
-    }
+    flash_empty_partials<D>(a, p, qs, kvh, r0, R, tid, FA_THREADS);
     return;
   }
 

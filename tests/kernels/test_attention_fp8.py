@@ -290,3 +290,26 @@ def test_register_direct_decode_warps_route(batch, name, monkeypatch, gen):
     attention_ops.paged_attention_rd(q, kc, kc, md, 0.1)
     one_wave = batch_bucket(batch) * 8 <= attention_ops.DECODE_RD_BLOCKS_PER_SM * 80
     assert calls == [name] and name.endswith("_w1") != one_wave
+
+
+def test_register_direct_decode_trace_launch(monkeypatch, gen):
+    """paged_attention_rd(trace=...): the trace entry of the 4-warp kernel, the route's arguments plus the
+    trace pointer (tools/gpu/decode_trace.py reads what it records)."""
+    import struct
+
+    from onecat.kernels import cuda_ops
+    calls = []
+
+    def fake_launch(kernel, grid, block, *args, device):
+        struct.pack_into(kernel._fmt, kernel._buf, 0, *args)
+        calls.append((kernel.name, block, args))
+
+    monkeypatch.setattr(cuda_ops, "_launch", fake_launch)
+    md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
+    q = torch.randn(4, 32, 128, generator=gen).half()
+    kc = torch.zeros(2100, 16, 8, 128, dtype=E4M3)
+    trace = torch.zeros(4096, 16, dtype=torch.int64)
+    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, trace=trace)
+    ((name, block, args),) = calls
+    assert name == "attn_decode_rd_d128_e4m3_trace" and block == (128, 1, 1)
+    assert len(args) == len(attention_ops._SIG_FUSED) + 1 and args[-1] == trace.data_ptr()

@@ -58,6 +58,9 @@ _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{k
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
                  for d in DECODE_RD_TILE for kv in _KV_KINDS}
+# trace entries (D 128, 4 warps): the route's kernels recording per-block timestamps (tools/gpu/decode_trace.py)
+_DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
+                                      pdl=True) for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -146,7 +149,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128):
+           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128, extra=()):
     """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
     the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
@@ -186,7 +189,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
             query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), bt.data_ptr(),
             seq_lens.data_ptr(), qsl.data_ptr(), int(fused and metadata.host_written), query.stride(0),
             t, hq, hk, group, bs.bit_length() - 1, bt.stride(0), window, nparts, part, nchunks,
-            float(qk), cap, float(v_mul), device=query.device)
+            float(qk), cap, float(v_mul), *extra, device=query.device)
     if nparts > 1 and counters is None:
         _launch(_REDUCE, (t, hq, 1), (d, 1, 1), out.data_ptr(), part_o.data_ptr(), part_ml.data_ptr(),
                 t, hq, d, nparts, float(v_mul), device=query.device)
@@ -210,9 +213,15 @@ def decode_rd_warps(batch: int, hk: int, sms: int) -> int:
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                       k_scale=1.0, v_scale=1.0, warps=None):
+                       k_scale=1.0, v_scale=1.0, warps=None, trace=None):
     """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `warps`
-    per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one."""
+    per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one.
+    `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
+    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them)."""
+    if trace is not None:
+        return _flash(_DECODE_RD_TRACE, DECODE_RD_TILE, query, key_cache, value_cache, metadata, scale,
+                      sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
+                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, extra=(trace.data_ptr(),))
     if warps is None:
         warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
     if warps == 1:

@@ -125,9 +125,28 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
   }
 }
 
-// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp)
+// Trace entries (_trace, tools/gpu/decode_trace.py): thread 0 of a block records %globaltimer (ns) in
+// tr[16 b + i] and clock64 in tr[16 b + 8 + i] at point i: 0 entry, 1 after the wait and the first
+// loads, 2 warp 0's first step done, 3 warp 0's loop done, 4 all warps done, 5 partials written,
+// 6 block end (after the fused merge's count, or its merge); tr[16 b + 7] = SM id | empty << 16.
+ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
+  if (tr && threadIdx.x == 0) {
+    const i64 b = ((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    tr[16 * b + i] = t;
+    tr[16 * b + 8 + i] = clock64();
+    if (i == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      tr[16 * b + 7] = sm;
+    }
+  }
+}
+
+// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace
 template <int D, int KV, int NBUF, int W>
-__device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
+__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
@@ -137,6 +156,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   __shared__ __align__(16) float o_s[W][8][D];
   __shared__ float m_s[W][8], l_s[W][8];
 
+  rd_trace(tr, 0);
   pdl_launch_dependents();
   if (!a.meta_ready) pdl_wait();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -150,6 +170,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
     pdl_wait();
     flash_empty_partials<D, true>(a, p, qs, kvh, 0, group, threadIdx.x, 32 * W);
+    if (tr && threadIdx.x == 0) tr[16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) + 7] |= 1u << 16;
     return;
   }
 
@@ -209,6 +230,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
     if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
+  rd_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
   unsigned qa[D / 32][4];
@@ -296,8 +318,10 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
         mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
       if (step + NBUF < s_hi) load(step + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
+      if (step == s_lo) rd_trace(tr, 2);
     }
   }
+  rd_trace(tr, 3);
 
   // Merge the W warps: (m, l) per head, O per head and dim through shared memory.
 #pragma unroll
@@ -319,6 +343,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       o_s[warp][2 * q + 1][dim] = o[mt][2 * r + 1];
     }
   __syncthreads();
+  rd_trace(tr, 4);
   for (int i = threadIdx.x; i < group * (D / 2); i += 32 * W) {
     const int h = i / (D / 2), c = (i % (D / 2)) * 2;
     float M = -INFINITY;
@@ -347,18 +372,19 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
       }
     }
   }
+  rd_trace(tr, 5);
 }
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
 // (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W)                                                          \
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, ...)                                                     \
   extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
            const int* qsl, int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group,      \
            int bs_shift, int bt_stride, int window, int nparts, int part, int nchunks, float qk_scale,  \
-           float soft_cap, float v_mul) {                                                              \
+           float soft_cap, float v_mul __VA_ARGS__) {                                                  \
     if (KV == KV_E4M3 && RD_E4M3_HW) {                                                                 \
       qk_scale *= 1.f / FP8_E4M3_UNIT;                                                                 \
       v_mul *= 1.f / FP8_E4M3_UNIT;                                                                    \
@@ -366,13 +392,15 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a) {
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W>(a);                                                                 \
+    decode_rd_body<D, KV, NBUF, W>(a, RD_TRACE_ARG);                                                   \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
+    rd_trace(RD_TRACE_ARG, 6);                                                                         \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
 // _w1: one-warp blocks (attention_ops.decode_rd_warps routes them for many (request, KV head) groups)
+#define RD_TRACE_ARG nullptr
 #define DECODE_RD_ENTRIES(D, W, SUFFIX)                                    \
   DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W)     \
   DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W)   \
@@ -381,3 +409,9 @@ DECODE_RD_ENTRIES(64, 4, )
 DECODE_RD_ENTRIES(128, 4, )
 DECODE_RD_ENTRIES(64, 1, _w1)
 DECODE_RD_ENTRIES(128, 1, _w1)
+// Trace entries (D 128, 4 warps; tools/gpu/decode_trace.py): the route's kernels with rd_trace points
+#undef RD_TRACE_ARG
+#define RD_TRACE_ARG trace
+DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_trace, 1, 4, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_trace, 2, 4, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_trace, 2, 4, , unsigned long long* trace)

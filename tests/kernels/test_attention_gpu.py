@@ -326,6 +326,32 @@ def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
     assert decode_launches[0][0].endswith("_w1") and decode_launches[0][1][2] > 2, decode_launches[0][:2]
 
 
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+@pytest.mark.parametrize("form", ["interleave", "trace", "interleave+trace"])
+def test_decode_rd_d128_forms(kv, form, decode_launches):
+    """The D 128 4-warp kernel's other entries (not routed): warps taking the partition's steps
+    round-robin (an A/B) and the traced entries (tools/gpu/decode_trace.py) give the reference's result
+    over ragged contexts, block sizes 8 / 32, window + soft cap, many partitions."""
+    kw = dict(interleave="interleave" in form)
+    trace = torch.zeros(8 * 32 * 1024, 16, dtype=torch.int64, device="cuda") if "trace" in form else None
+    fn = functools.partial(attention_ops.paged_attention_rd, trace=trace, **kw)
+    rnd = random.Random(SEED + len(form))
+    for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 32, 8, 32)):
+        seq = [rnd.randint(1, 9000) for _ in range(batch)]
+        _run(_gen("x" + form, kv, batch), [1] * batch, seq, hq, hk, 128, bs, kv, provider=RD, fn=fn)
+    decode_launches.clear()
+    _run(_gen("xwin" + form, kv), [1, 1], [5000, 70], 16, 4, 128, 16, kv, window=700, cap=30.0, provider=RD, fn=fn)
+    n = len(attention_ops._SIG_FUSED)  # the trace pointer follows the route's arguments
+    _assert_fused([(name, grid, args[:n]) for name, grid, args in decode_launches], form)
+    want = ("_il" if "interleave" in form else "") + ("_trace" if trace is not None else "")
+    assert decode_launches[0][0].endswith(want), decode_launches[0][:2]
+    if trace is not None:  # every launched block recorded its entry and end
+        rows = trace.cpu()
+        rows = rows[rows[:, 0] != 0]
+        assert len(rows) > 0 and bool((rows[:, 6] >= rows[:, 0]).all())
+
+
 def test_fused_fallback_two_launches(monkeypatch, decode_launches):
     """No counter array large enough under graph capture: partials, then attn_reduce (same result)."""
     monkeypatch.setattr(cuda_ops, "_counter_arrays", functools.lru_cache(maxsize=None)(lambda device: []))

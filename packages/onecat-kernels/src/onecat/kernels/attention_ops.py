@@ -58,9 +58,12 @@ _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{k
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
                  for d in DECODE_RD_TILE for kv in _KV_KINDS}
-# trace entries (D 128, 4 warps): the route's kernels recording per-block timestamps (tools/gpu/decode_trace.py)
-_DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
-                                      pdl=True) for kv in _KV_KINDS}
+# D 128, 4 warps, not routed: (interleaved warp steps, traced) -> kernels; traced ones record per-block
+# timestamps (tools/gpu/decode_trace.py); interleaved ones (A/B) take the partition's steps round-robin
+_DECODE_RD_X = {(il, tr): {(128, kv): Kernel("attention_decode_rd.cu",
+                                             f"attn_decode_rd_d128_{kv}{'_il' if il else ''}{'_trace' if tr else ''}",
+                                             _SIG_FUSED + ("p" if tr else ""), pdl=True) for kv in _KV_KINDS}
+                for il in (False, True) for tr in (False, True) if il or tr}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -213,15 +216,16 @@ def decode_rd_warps(batch: int, hk: int, sms: int) -> int:
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                       k_scale=1.0, v_scale=1.0, warps=None, trace=None):
+                       k_scale=1.0, v_scale=1.0, warps=None, trace=None, interleave=False):
     """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `warps`
     per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one.
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
-    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them)."""
-    if trace is not None:
-        return _flash(_DECODE_RD_TRACE, DECODE_RD_TILE, query, key_cache, value_cache, metadata, scale,
-                      sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
-                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, extra=(trace.data_ptr(),))
+    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them). `interleave` (an A/B, D 128,
+    4 warps): the warps take the partition's steps round-robin instead of contiguous quarters."""
+    if trace is not None or interleave:
+        return _flash(_DECODE_RD_X[(interleave, trace is not None)], DECODE_RD_TILE, query, key_cache, value_cache,
+                      metadata, scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
+                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, extra=() if trace is None else (trace.data_ptr(),))
     if warps is None:
         warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
     if warps == 1:

@@ -144,8 +144,10 @@ ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
   }
 }
 
-// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace
-template <int D, int KV, int NBUF, int W>
+// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
+// IL (A/B entries _il): the warps take the partition's steps interleaved (warp w: steps w, w + W, ..)
+// instead of contiguous quarters.
+template <int D, int KV, int NBUF, int W, bool IL = false>
 __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
@@ -174,9 +176,12 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     return;
   }
 
-  // This warp's steps: [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS.
+  // This warp's steps of the partition's KS-key steps from kstart rounded down to KS: stp(k) for k in
+  // [s_lo, s_hi) (contiguous: stp(k) = k; IL: k counts the warp's steps, stp(k) = warp + W k).
   const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> W_LOG2;
-  const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
+  const int s_lo = IL ? 0 : min(nsteps, warp * per);
+  const int s_hi = IL ? max(0, (nsteps - warp + W - 1) >> W_LOG2) : min(nsteps, s_lo + per);
+  auto stp = [&](int k) { return IL ? warp + W * k : k; };
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
   const int bs_mask = (1 << a.bs_shift) - 1;
   const i64 row_bytes = (i64)a.hk * D * EB;
@@ -225,11 +230,11 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   S buf[NBUF];
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) <= ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) <= ready_end) load(stp(s_lo + u), buf[u]);
   pdl_wait();
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) > ready_end) load(stp(s_lo + u), buf[u]);
   rd_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
@@ -252,9 +257,9 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
 #pragma unroll
     for (int u = 0; u < NBUF; ++u) {
-      const int step = s0 + u;
-      if (step >= s_hi) break;
-      const int t0 = base + KS * step;
+      const int k = s0 + u;
+      if (k >= s_hi) break;
+      const int t0 = base + KS * stp(k);
       unsigned pb[NB];  // B = P^T of block n: P[head g][keys 8n + 2q, + 1]
       // S^T = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t0 + g: block 0's load, row g + 8 = key
       // t0 + 8 + g: block 1's), B = Q^T (column g = head g); two chains (the dims' halves h). S^T
@@ -317,8 +322,8 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 #pragma unroll
       for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
         mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
-      if (step + NBUF < s_hi) load(step + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
-      if (step == s_lo) rd_trace(tr, 2);
+      if (k + NBUF < s_hi) load(stp(k + NBUF), buf[u]);  // in flight during the next NBUF - 1 steps
+      if (k == s_lo) rd_trace(tr, 2);
     }
   }
   rd_trace(tr, 3);
@@ -378,7 +383,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
 // (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, ...)                                                     \
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, ...)                                                 \
   extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
@@ -392,7 +397,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W>(a, RD_TRACE_ARG);                                                   \
+    decode_rd_body<D, KV, NBUF, W, IL>(a, RD_TRACE_ARG);                                               \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
@@ -402,9 +407,9 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 // _w1: one-warp blocks (attention_ops.decode_rd_warps routes them for many (request, KV head) groups)
 #define RD_TRACE_ARG nullptr
 #define DECODE_RD_ENTRIES(D, W, SUFFIX)                                    \
-  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W)     \
-  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W)   \
-  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W)
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, false)     \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, false)   \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, false)
 DECODE_RD_ENTRIES(64, 4, )
 DECODE_RD_ENTRIES(128, 4, )
 DECODE_RD_ENTRIES(64, 1, _w1)
@@ -412,6 +417,17 @@ DECODE_RD_ENTRIES(128, 1, _w1)
 // Trace entries (D 128, 4 warps; tools/gpu/decode_trace.py): the route's kernels with rd_trace points
 #undef RD_TRACE_ARG
 #define RD_TRACE_ARG trace
-DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_trace, 1, 4, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_trace, 2, 4, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_trace, 2, 4, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_trace, 1, 4, false, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_trace, 2, 4, false, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_trace, 2, 4, false, , unsigned long long* trace)
+// A/B entries (D 128, 4 warps, not routed; s15): interleaved warp steps (IL), plain and traced
+#undef RD_TRACE_ARG
+#define RD_TRACE_ARG nullptr
+DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_il, 1, 4, true)
+DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_il, 2, 4, true)
+DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il, 2, 4, true)
+#undef RD_TRACE_ARG
+#define RD_TRACE_ARG trace
+DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_il_trace, 1, 4, true, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_il_trace, 2, 4, true, , unsigned long long* trace)
+DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il_trace, 2, 4, true, , unsigned long long* trace)

@@ -328,25 +328,32 @@ def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
 
 @rd_gpu
 @pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
-@pytest.mark.parametrize("form", ["interleave", "trace", "interleave+trace"])
-def test_decode_rd_d128_forms(kv, form, decode_launches):
+@pytest.mark.parametrize("form,traced", [("", True), ("il", False), ("il", True), ("dyn", False), ("dyn", True)])
+def test_decode_rd_d128_forms(kv, form, traced, decode_launches):
     """The D 128 4-warp kernel's other entries (not routed): warps taking the partition's steps
-    round-robin (an A/B) and the traced entries (tools/gpu/decode_trace.py) give the reference's result
-    over ragged contexts, block sizes 8 / 32, window + soft cap, many partitions."""
-    kw = dict(interleave="interleave" in form)
-    trace = torch.zeros(8 * 32 * 1024, 16, dtype=torch.int64, device="cuda") if "trace" in form else None
-    fn = functools.partial(attention_ops.paged_attention_rd, trace=trace, **kw)
-    rnd = random.Random(SEED + len(form))
-    for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 32, 8, 32)):
-        seq = [rnd.randint(1, 9000) for _ in range(batch)]
-        _run(_gen("x" + form, kv, batch), [1] * batch, seq, hq, hk, 128, bs, kv, provider=RD, fn=fn)
+    round-robin ("il"), a group's blocks claiming its steps ("dyn"; its counters re-armed for the next
+    launch), and the traced entries (tools/gpu/decode_trace.py) give the reference's result over ragged
+    contexts, block sizes 8 / 32, window + soft cap, many partitions, repeated launches."""
+    trace = torch.zeros(8 * 32 * 1024, 16, dtype=torch.int64, device="cuda") if traced else None
+    fn = functools.partial(attention_ops.paged_attention_rd, trace=trace, form=form)
+    rnd = random.Random(SEED + len(form) + traced)
+    for rep in range(2):
+        for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 32, 8, 32)):
+            seq = [rnd.randint(1, 9000) for _ in range(batch)]
+            _run(_gen("x" + form, traced, kv, batch, rep), [1] * batch, seq, hq, hk, 128, bs, kv, provider=RD, fn=fn)
     decode_launches.clear()
-    _run(_gen("xwin" + form, kv), [1, 1], [5000, 70], 16, 4, 128, 16, kv, window=700, cap=30.0, provider=RD, fn=fn)
+    _run(_gen("xwin" + form, traced, kv), [1, 1], [5000, 70], 16, 4, 128, 16, kv, window=700, cap=30.0,
+         provider=RD, fn=fn)
     n = len(attention_ops._SIG_FUSED)  # the trace pointer follows the route's arguments
-    _assert_fused([(name, grid, args[:n]) for name, grid, args in decode_launches], form)
-    want = ("_il" if "interleave" in form else "") + ("_trace" if trace is not None else "")
+    _assert_fused([(name, grid, args[:n]) for name, grid, args in decode_launches], f"{form} {traced}")
+    want = ("_" + form if form else "") + ("_trace" if traced else "")
     assert decode_launches[0][0].endswith(want), decode_launches[0][:2]
-    if trace is not None:  # every launched block recorded its entry and end
+    if form == "dyn":  # the claim and done counters after the merge's are back at zero too
+        counters = decode_launches[0][2][3]
+        (arr,) = [a for a in cuda_ops._counter_arrays(cuda_ops._device_key(torch.device("cuda")))
+                  if a.data_ptr() == counters]
+        assert not arr.any(), "dyn counters not re-armed"
+    if traced:  # every launched block recorded its entry and end
         rows = trace.cpu()
         rows = rows[rows[:, 0] != 0]
         assert len(rows) > 0 and bool((rows[:, 6] >= rows[:, 0]).all())

@@ -32,8 +32,9 @@ ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 51
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
            "rd_w4": functools.partial(attention_ops.paged_attention_rd, warps=4),
            "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1),
-           # A/B (D 128 only): the 4-warp kernel with the warps' steps interleaved
-           "rd_il": functools.partial(attention_ops.paged_attention_rd, interleave=True)}
+           # A/B (D 128 only): the 4-warp kernel with the warps' steps interleaved, or claimed per group
+           "rd_il": functools.partial(attention_ops.paged_attention_rd, form="il"),
+           "rd_dyn": functools.partial(attention_ops.paged_attention_rd, form="dyn")}
 
 
 def main() -> int:

@@ -146,9 +146,14 @@ ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
 
 // W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
 // IL (A/B entries _il): the warps take the partition's steps interleaved (warp w: steps w, w + W, ..)
-// instead of contiguous quarters.
-template <int D, int KV, int NBUF, int W, bool IL = false>
-__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
+// instead of contiguous quarters. DYN (A/B entries _dyn): the nparts blocks of a (request, KV head)
+// group share its steps, claimed one at a time from a counter (claims[group]; warp w of block p starts
+// with the static steps p W + w + u nparts W, u < NBUF, the claims count from NBUF nparts W), so a fast
+// block takes more; the block that finishes last re-arms the claim counter and its done count
+// (claims[ngroups + group]); each block still writes one partial and the fused merge is unchanged.
+template <int D, int KV, int NBUF, int W, bool IL = false, bool DYN = false>
+__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr,
+                                               int* claims = nullptr) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
@@ -166,7 +171,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   const int qs = a.qsl[b], ctx = a.seq_lens[b];
   const int lo = a.window > 0 ? max(0, ctx - a.window) : 0;
   const int part = flash_request_part(a, 4 * KS, ctx - lo);
-  const int kstart = lo + p * part, kend = min(kstart + part, ctx);
+  const int kstart = DYN ? lo : lo + p * part, kend = DYN ? ctx : min(kstart + part, ctx);
   const int group = a.group;
 
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
@@ -228,13 +233,27 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   // they load before waiting on the kernel ahead (the qkv projection writing the new token's K/V).
   const int ready_end = a.meta_ready ? ctx - 1 : kstart;
   S buf[NBUF];
+  int cur[NBUF];  // DYN: the step each register set holds (-1: none, the warp's end)
+  if constexpr (DYN) {
 #pragma unroll
-  for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) <= ready_end) load(stp(s_lo + u), buf[u]);
-  pdl_wait();
+    for (int u = 0; u < NBUF; ++u) {
+      const int st = p * W + warp + u * a.nparts * W;
+      cur[u] = st < nsteps ? st : -1;
+      if (cur[u] >= 0 && base + KS * (st + 1) <= ready_end) load(st, buf[u]);
+    }
+    pdl_wait();
 #pragma unroll
-  for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) > ready_end) load(stp(s_lo + u), buf[u]);
+    for (int u = 0; u < NBUF; ++u)
+      if (cur[u] >= 0 && base + KS * (cur[u] + 1) > ready_end) load(cur[u], buf[u]);
+  } else {
+#pragma unroll
+    for (int u = 0; u < NBUF; ++u)
+      if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) <= ready_end) load(stp(s_lo + u), buf[u]);
+    pdl_wait();
+#pragma unroll
+    for (int u = 0; u < NBUF; ++u)
+      if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) > ready_end) load(stp(s_lo + u), buf[u]);
+  }
   rd_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
@@ -254,76 +273,116 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   // O and l are rescaled only when some head's max passes it (warp vote: rare after the first steps)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];  // heads 2q, 2q + 1
 
-  for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
+  // One step's math on register set r (keys t0 ..)
+  auto step_math = [&](const S& r, int t0) {
+    unsigned pb[NB];  // B = P^T of block n: P[head g][keys 8n + 2q, + 1]
+    // S^T = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t0 + g: block 0's load, row g + 8 = key
+    // t0 + 8 + g: block 1's), B = Q^T (column g = head g); two chains (the dims' halves h). S^T
+    // lands as c0, c1 = (key g, heads 2q, 2q + 1), c2, c3 = (key g + 8, the same heads).
+    float sc[2][4];
 #pragma unroll
-    for (int u = 0; u < NBUF; ++u) {
-      const int k = s0 + u;
-      if (k >= s_hi) break;
-      const int t0 = base + KS * stp(k);
-      unsigned pb[NB];  // B = P^T of block n: P[head g][keys 8n + 2q, + 1]
-      // S^T = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t0 + g: block 0's load, row g + 8 = key
-      // t0 + 8 + g: block 1's), B = Q^T (column g = head g); two chains (the dims' halves h). S^T
-      // lands as c0, c1 = (key g, heads 2q, 2q + 1), c2, c3 = (key g + 8, the same heads).
-      float sc[2][4];
+    for (int i = 0; i < 4; ++i) sc[0][i] = sc[1][i] = 0.f;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) sc[0][i] = sc[1][i] = 0.f;
+    for (int j = 0; j < D / 32; ++j) {
+      unsigned w0[4], w1[4];
+      piece_words<KV>(r.k[0][j], w0);
+      piece_words<KV>(r.k[1][j], w1);
+      mma_16816(sc[0], w0[0], w1[0], w0[1], w1[1], qa[j][0], qa[j][1]);
+      mma_16816(sc[1], w0[2], w1[2], w0[3], w1[3], qa[j][2], qa[j][3]);
+    }
+    // online softmax of heads 2q + (i & 1) over keys t0 + g + 8 (i >> 1) (x index i); the lane's
+    // two heads' reference maxima m_run[0], m_run[1] (the same in every lane of a q)
+    float x[4];
+    bool over = false;
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j) {
-        unsigned w0[4], w1[4];
-        piece_words<KV>(buf[u].k[0][j], w0);
-        piece_words<KV>(buf[u].k[1][j], w1);
-        mma_16816(sc[0], w0[0], w1[0], w0[1], w1[1], qa[j][0], qa[j][1]);
-        mma_16816(sc[1], w0[2], w1[2], w0[3], w1[3], qa[j][2], qa[j][3]);
+    for (int i = 0; i < 4; ++i) {
+      float v = (sc[0][i] + sc[1][i]) * a.qk_scale;
+      if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
+      const int kp = t0 + g + 8 * (i >> 1);
+      x[i] = kp >= kstart && kp < kend ? v : -INFINITY;
+      over |= x[i] > m_run[i & 1] + RD_LAZY_LOG2;
+    }
+    if (__any_sync(0xffffffffu, over)) {  // some head's max passed its reference: the step's maxima
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = fmaxf(x[h], x[h + 2]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        const float m_new = fmaxf(m_run[h], mx);
+        alpha[h] = m_new == -INFINITY ? 1.f : exp2f(m_run[h] - m_new);
+        l_run[h] *= alpha[h];
+        m_run[h] = m_new;
       }
-      // online softmax of heads 2q + (i & 1) over keys t0 + g + 8 (i >> 1) (x index i); the lane's
-      // two heads' reference maxima m_run[0], m_run[1] (the same in every lane of a q)
-      float x[4];
-      bool over = false;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float v = (sc[0][i] + sc[1][i]) * a.qk_scale;
-        if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
-        const int kp = t0 + g + 8 * (i >> 1);
-        x[i] = kp >= kstart && kp < kend ? v : -INFINITY;
-        over |= x[i] > m_run[i & 1] + RD_LAZY_LOG2;
+      for (int mt = 0; mt < NT; ++mt) {  // O^T's c0..c3: heads 2q, 2q + 1
+        o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1]; o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
       }
-      if (__any_sync(0xffffffffu, over)) {  // some head's max passed its reference: the step's maxima
+    }
+    float p[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float mx = fmaxf(x[h], x[h + 2]);
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-          const float m_new = fmaxf(m_run[h], mx);
-          alpha[h] = m_new == -INFINITY ? 1.f : exp2f(m_run[h] - m_new);
-          l_run[h] *= alpha[h];
-          m_run[h] = m_new;
+    for (int i = 0; i < 4; ++i) {
+      p[i] = x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
+      l_run[i & 1] += p[i];
+    }
+    // P^T's 8 x 8 blocks (keys g | g + 8, heads 2q, 2q + 1) transposed: P[head g][keys 2q, 2q + 1]
+    __half2 ph = __floats2half2_rn(p[0], p[1]);
+    pb[0] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
+    ph = __floats2half2_rn(p[2], p[3]);
+    pb[1] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
+    // O^T += V^T P^T
+    unsigned av[NB][D / 8];
+#pragma unroll
+    for (int n = 0; n < NB; ++n) v_pairs<D, KV>(r.v[2 * n], r.v[2 * n + 1], av[n]);
+#pragma unroll
+    for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
+      mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
+  };
+  if constexpr (DYN) {
+    const int group_id = b * gridDim.y + kvh, ngroups = gridDim.z / a.nparts * gridDim.y;
+    int* claim = claims + group_id;
+    const int s0 = NBUF * a.nparts * W;  // the first claimed step
+    // claiming: every static step exists (else the claims, all past them, are past nsteps too) and no
+    // claim has come back past nsteps; lane 0's `pending` is the claim in flight for the next refill
+    bool claiming = cur[NBUF - 1] >= 0, live = cur[0] >= 0, first = true;
+    int pending = 0;
+    if (lane == 0 && claiming) pending = atomicAdd(claim, 1);
+    while (live) {
+#pragma unroll
+      for (int u = 0; u < NBUF; ++u) {
+        if (cur[u] < 0) {  // the steps only rise: the sets after this one are empty too
+          live = false;
+          break;
         }
-#pragma unroll
-        for (int mt = 0; mt < NT; ++mt) {  // O^T's c0..c3: heads 2q, 2q + 1
-          o[mt][0] *= alpha[0]; o[mt][1] *= alpha[1]; o[mt][2] *= alpha[0]; o[mt][3] *= alpha[1];
-        }
+        step_math(buf[u], base + KS * cur[u]);
+        if (first) rd_trace(tr, 2);
+        first = false;
+        int nxt = claiming ? s0 + __shfl_sync(0xffffffffu, pending, 0) : -1;
+        if (nxt >= nsteps) claiming = false, nxt = -1;
+        if (lane == 0 && claiming) pending = atomicAdd(claim, 1);
+        cur[u] = nxt;
+        if (nxt >= 0) load(nxt, buf[u]);
       }
-      float p[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        p[i] = x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
-        l_run[i & 1] += p[i];
+    }
+    __syncthreads();  // every warp of the block has stopped claiming
+    if (threadIdx.x == 0) {
+      int* done = claims + ngroups + group_id;
+      __threadfence();
+      if (atomicAdd(done, 1) == a.nparts - 1) {  // the group's last block: nobody claims any more
+        *claim = 0;
+        *done = 0;
       }
-      // P^T's 8 x 8 blocks (keys g | g + 8, heads 2q, 2q + 1) transposed: P[head g][keys 2q, 2q + 1]
-      __half2 ph = __floats2half2_rn(p[0], p[1]);
-      pb[0] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
-      ph = __floats2half2_rn(p[2], p[3]);
-      pb[1] = movmatrix_trans(*reinterpret_cast<const unsigned*>(&ph));
-      // O^T += V^T P^T
-      unsigned av[NB][D / 8];
+    }
+  } else {
+    for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
 #pragma unroll
-      for (int n = 0; n < NB; ++n) v_pairs<D, KV>(buf[u].v[2 * n], buf[u].v[2 * n + 1], av[n]);
-#pragma unroll
-      for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
-        mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
-      if (k + NBUF < s_hi) load(stp(k + NBUF), buf[u]);  // in flight during the next NBUF - 1 steps
-      if (k == s_lo) rd_trace(tr, 2);
+      for (int u = 0; u < NBUF; ++u) {
+        const int k = s0 + u;
+        if (k >= s_hi) break;
+        step_math(buf[u], base + KS * stp(k));
+        if (k + NBUF < s_hi) load(stp(k + NBUF), buf[u]);  // in flight during the next NBUF - 1 steps
+        if (k == s_lo) rd_trace(tr, 2);
+      }
     }
   }
   rd_trace(tr, 3);
@@ -383,7 +442,9 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
 // (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, ...)                                                 \
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, ...) DECODE_RD_ENTRY_X(D, KV, NAME, NBUF, W, IL, false, __VA_ARGS__)
+// DYN: the claims follow the merge's counters (one per group) in the same array (host: 3 per group)
+#define DECODE_RD_ENTRY_X(D, KV, NAME, NBUF, W, IL, DYN, ...)                                          \
   extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
@@ -397,7 +458,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W, IL>(a, RD_TRACE_ARG);                                               \
+    decode_rd_body<D, KV, NBUF, W, IL, DYN>(a, RD_TRACE_ARG, DYN ? counters + gridDim.z / nparts * gridDim.y : nullptr); \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
@@ -431,3 +492,14 @@ DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il, 2, 4, true)
 DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_il_trace, 1, 4, true, , unsigned long long* trace)
 DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_il_trace, 2, 4, true, , unsigned long long* trace)
 DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il_trace, 2, 4, true, , unsigned long long* trace)
+// A/B entries (D 128, 4 warps, not routed; s15): a group's steps claimed dynamically (DYN), plain and traced
+#undef RD_TRACE_ARG
+#define RD_TRACE_ARG nullptr
+DECODE_RD_ENTRY_X(128, KV_F16, attn_decode_rd_d128_f16_dyn, 1, 4, false, true)
+DECODE_RD_ENTRY_X(128, KV_E4M3, attn_decode_rd_d128_e4m3_dyn, 2, 4, false, true)
+DECODE_RD_ENTRY_X(128, KV_E5M2, attn_decode_rd_d128_e5m2_dyn, 2, 4, false, true)
+#undef RD_TRACE_ARG
+#define RD_TRACE_ARG trace
+DECODE_RD_ENTRY_X(128, KV_F16, attn_decode_rd_d128_f16_dyn_trace, 1, 4, false, true, , unsigned long long* trace)
+DECODE_RD_ENTRY_X(128, KV_E4M3, attn_decode_rd_d128_e4m3_dyn_trace, 2, 4, false, true, , unsigned long long* trace)
+DECODE_RD_ENTRY_X(128, KV_E5M2, attn_decode_rd_d128_e5m2_dyn_trace, 2, 4, false, true, , unsigned long long* trace)

@@ -42,6 +42,10 @@
 //  * Loads: NBUF register sets of steps (1 for FP16, 2 for FP8: 1-2 steps ahead), a set refilled
 //    once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
 //    absolute keys, one per 8-key block (a block size is a power of 2 >= 8: the block is in one page).
+//  * Entries: the route (4 warps; _w1 one-warp blocks), and for D 128, not routed: _trace (per-block
+//    timestamps, tools/gpu/decode_trace.py), _il / _dyn (the warps' steps interleaved / a group's steps
+//    claimed from a counter: A/Bs against the imbalance the trace shows; tools/gpu/decode_balance_check.sh)
+//    and their traced forms.
 //  * A/B on the H200 (tools/gpu/decode_rd_check.sh, decode_rd_ab.py --kernels): s13: 8-key steps
 //    (P V by m16n8k8) 3-8% slower, one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3
 //    decode 15-19%, KV heads spread over a block's warps (2 or 4 per block) 2-35% slower, other
@@ -441,10 +445,10 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
-// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here.
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, ...) DECODE_RD_ENTRY_X(D, KV, NAME, NBUF, W, IL, false, __VA_ARGS__)
-// DYN: the claims follow the merge's counters (one per group) in the same array (host: 3 per group)
-#define DECODE_RD_ENTRY_X(D, KV, NAME, NBUF, W, IL, DYN, ...)                                          \
+// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here. TR: the trace pointer (an
+// extra last argument, __VA_ARGS__) or nullptr. DYN: the claims follow the merge's counters (one per
+// group) in the same array (the host allocates three per group).
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, DYN, TR, ...)                                        \
   extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
@@ -458,48 +462,27 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W, IL, DYN>(a, RD_TRACE_ARG, DYN ? counters + gridDim.z / nparts * gridDim.y : nullptr); \
+    decode_rd_body<D, KV, NBUF, W, IL, DYN>(a, TR, DYN ? counters + gridDim.z / nparts * gridDim.y : nullptr); \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
-    rd_trace(RD_TRACE_ARG, 6);                                                                         \
+    rd_trace(TR, 6);                                                                                   \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
-// _w1: one-warp blocks (attention_ops.decode_rd_warps routes them for many (request, KV head) groups)
-#define RD_TRACE_ARG nullptr
-#define DECODE_RD_ENTRIES(D, W, SUFFIX)                                    \
-  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, false)     \
-  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, false)   \
-  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, false)
-DECODE_RD_ENTRIES(64, 4, )
-DECODE_RD_ENTRIES(128, 4, )
-DECODE_RD_ENTRIES(64, 1, _w1)
-DECODE_RD_ENTRIES(128, 1, _w1)
-// Trace entries (D 128, 4 warps; tools/gpu/decode_trace.py): the route's kernels with rd_trace points
-#undef RD_TRACE_ARG
-#define RD_TRACE_ARG trace
-DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_trace, 1, 4, false, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_trace, 2, 4, false, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_trace, 2, 4, false, , unsigned long long* trace)
-// A/B entries (D 128, 4 warps, not routed; s15): interleaved warp steps (IL), plain and traced
-#undef RD_TRACE_ARG
-#define RD_TRACE_ARG nullptr
-DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_il, 1, 4, true)
-DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_il, 2, 4, true)
-DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il, 2, 4, true)
-#undef RD_TRACE_ARG
-#define RD_TRACE_ARG trace
-DECODE_RD_ENTRY(128, KV_F16, attn_decode_rd_d128_f16_il_trace, 1, 4, true, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E4M3, attn_decode_rd_d128_e4m3_il_trace, 2, 4, true, , unsigned long long* trace)
-DECODE_RD_ENTRY(128, KV_E5M2, attn_decode_rd_d128_e5m2_il_trace, 2, 4, true, , unsigned long long* trace)
-// A/B entries (D 128, 4 warps, not routed; s15): a group's steps claimed dynamically (DYN), plain and traced
-#undef RD_TRACE_ARG
-#define RD_TRACE_ARG nullptr
-DECODE_RD_ENTRY_X(128, KV_F16, attn_decode_rd_d128_f16_dyn, 1, 4, false, true)
-DECODE_RD_ENTRY_X(128, KV_E4M3, attn_decode_rd_d128_e4m3_dyn, 2, 4, false, true)
-DECODE_RD_ENTRY_X(128, KV_E5M2, attn_decode_rd_d128_e5m2_dyn, 2, 4, false, true)
-#undef RD_TRACE_ARG
-#define RD_TRACE_ARG trace
-DECODE_RD_ENTRY_X(128, KV_F16, attn_decode_rd_d128_f16_dyn_trace, 1, 4, false, true, , unsigned long long* trace)
-DECODE_RD_ENTRY_X(128, KV_E4M3, attn_decode_rd_d128_e4m3_dyn_trace, 2, 4, false, true, , unsigned long long* trace)
-DECODE_RD_ENTRY_X(128, KV_E5M2, attn_decode_rd_d128_e5m2_dyn_trace, 2, 4, false, true, , unsigned long long* trace)
+#define DECODE_RD_KINDS(D, W, SUFFIX, IL, DYN, TR, ...)                                               \
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, IL, DYN, TR, __VA_ARGS__)      \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, IL, DYN, TR, __VA_ARGS__)    \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, IL, DYN, TR, __VA_ARGS__)
+// a D 128 4-warp form, plain and traced (tools/gpu/decode_trace.py)
+#define DECODE_RD_FORM(SUFFIX, IL, DYN)            \
+  DECODE_RD_KINDS(128, 4, SUFFIX, IL, DYN, nullptr, ) \
+  DECODE_RD_KINDS(128, 4, SUFFIX##_trace, IL, DYN, trace, , unsigned long long* trace)
+// the route: 4-warp blocks, _w1 one-warp blocks (attention_ops.decode_rd_warps routes them for many
+// (request, KV head) groups); _trace: the 4-warp D 128 kernel with per-block timestamps
+DECODE_RD_KINDS(64, 4, , false, false, nullptr, )
+DECODE_RD_KINDS(64, 1, _w1, false, false, nullptr, )
+DECODE_RD_KINDS(128, 1, _w1, false, false, nullptr, )
+DECODE_RD_FORM(, false, false)
+// A/B forms (not routed): the warps' steps interleaved (_il), a group's steps claimed (_dyn)
+DECODE_RD_FORM(_il, true, false)
+DECODE_RD_FORM(_dyn, false, true)

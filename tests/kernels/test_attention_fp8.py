@@ -334,3 +334,13 @@ def test_register_direct_decode_ab_forms_launch(form, monkeypatch, gen):
     if form == "dyn":
         (arr,) = [a for a in cuda_ops._counter_arrays(cuda_ops._device_key(q.device)) if a.data_ptr() == ab_args[3]]
         assert arr.numel() >= 3 * 4 * 8
+
+
+def test_register_direct_decode_trace_buffer_checked(gen):
+    """A trace buffer too small (or not int64) for the launch's blocks is refused before any launch."""
+    md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
+    q = torch.randn(4, 32, 128, generator=gen).half()
+    kc = torch.zeros(2100, 16, 8, 128, dtype=E4M3)
+    for bad in (torch.zeros(16, dtype=torch.int64), torch.zeros(4096, 16, dtype=torch.int32)):
+        with pytest.raises(ValueError, match="trace: need a contiguous int64 tensor"):
+            attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, trace=bad)

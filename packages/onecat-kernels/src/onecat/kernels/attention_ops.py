@@ -153,7 +153,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128, extra=(), claims=False):
+           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128, trace=None, claims=False):
     """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
     the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
@@ -191,6 +191,14 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
                 if fused and (nparts > 1 or claims) else None)
     if claims and counters is None:
         raise RuntimeError("the dyn decode form needs its counter array: run it eagerly once before graph capture")
+    extra = ()
+    if trace is not None:  # 16 int64 per block, written by the kernel's thread 0s
+        blocks = nchunks * hk * b * nparts
+        if not (trace.dtype == torch.int64 and trace.device == query.device and trace.is_contiguous()
+                and trace.numel() >= 16 * blocks):
+            raise ValueError(f"trace: need a contiguous int64 tensor of >= {16 * blocks} elements on {query.device}, "
+                             f"got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
+        extra = (trace.data_ptr(),)
     _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (threads, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             *((0 if counters is None else counters.data_ptr(),) if fused else ()),
@@ -231,8 +239,7 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     if trace is not None or form:
         return _flash(_DECODE_RD_X[(form, trace is not None)], DECODE_RD_TILE, query, key_cache, value_cache,
                       metadata, scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
-                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, extra=() if trace is None else (trace.data_ptr(),),
-                      claims=form == "dyn")
+                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, trace=trace, claims=form == "dyn")
     if warps is None:
         warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
     if warps == 1:

@@ -95,8 +95,8 @@ def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tenso
         print(f"  {name:18} at {us(col.min()):6.1f} .. median {us(col.median()):6.1f} .. max {us(col.max()):6.1f} us")
     cyc = (full[:, 9:15] - full[:, 8:14]).double() / clock  # us per phase at the SM clock
     print(f"  per block (clock64 at {clock:.0f} MHz): " + ", ".join(
-        f"{n} {statistics.median(cyc[:, j].tolist()):.2f} / {float(cyc[:, j].max()):.2f}" for j, n in enumerate(PHASES))
-        + "  (median / max us)")
+        f"{n} {float(cyc[:, j].min()):.2f} / {statistics.median(cyc[:, j].tolist()):.2f} / {float(cyc[:, j].max()):.2f}"
+        for j, n in enumerate(PHASES)) + "  (min / median / max us)")
     # the end of the streaming by how many blocks shared the SM (one wave: 2 or 3 per SM here)
     per_sm: dict[int, int] = {}
     for sm in (full[:, 7] & 0xFFFF).tolist():

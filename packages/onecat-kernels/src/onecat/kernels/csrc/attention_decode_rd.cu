@@ -133,17 +133,19 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
 // tr[16 b + i] and clock64 in tr[16 b + 8 + i] at point i: 0 entry, 1 after the wait and the first
 // loads, 2 warp 0's first step done, 3 warp 0's loop done, 4 all warps done, 5 partials written,
 // 6 block end (after the fused merge's count, or its merge); tr[16 b + 7] = SM id | empty << 16.
+ONECAT_DEVICE unsigned long long* rd_trace_row(unsigned long long* tr) {  // this block's 16 records
+  return tr + 16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+}
 ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
   if (tr && threadIdx.x == 0) {
-    const i64 b = ((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    unsigned long long t;
+    unsigned long long* row = rd_trace_row(tr), t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    tr[16 * b + i] = t;
-    tr[16 * b + 8 + i] = clock64();
+    row[i] = t;
+    row[8 + i] = clock64();
     if (i == 0) {
       unsigned sm;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-      tr[16 * b + 7] = sm;
+      row[7] = sm;
     }
   }
 }
@@ -181,7 +183,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
     pdl_wait();
     flash_empty_partials<D, true>(a, p, qs, kvh, 0, group, threadIdx.x, 32 * W);
-    if (tr && threadIdx.x == 0) tr[16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) + 7] |= 1u << 16;
+    if (tr && threadIdx.x == 0) rd_trace_row(tr)[7] |= 1u << 16;
     return;
   }
 
@@ -273,9 +275,10 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   float o[NT][4];
 #pragma unroll
   for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
-  // m_run: the reference max of head g (scores may pass it by up to RD_LAZY_LOG2: P <= 2^8 in FP16);
-  // O and l are rescaled only when some head's max passes it (warp vote: rare after the first steps)
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];  // heads 2q, 2q + 1
+  // m_run: the reference maxima of the lane's heads 2q, 2q + 1 (scores may pass them by up to
+  // RD_LAZY_LOG2: P <= 2^8 in FP16); O and l are rescaled only when some score passes its head's (warp
+  // vote: rare after the first steps); l_run: the lane's sums, added across g at the end
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];
 
   // One step's math on register set r (keys t0 ..)
   auto step_math = [&](const S& r, int t0) {

@@ -237,17 +237,16 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     4 warps, not routed): "il" the warps take the partition's steps round-robin instead of contiguous
     quarters; "dyn" the blocks of a (request, KV head) group claim its steps one at a time."""
     if trace is not None or form:
-        return _flash(_DECODE_RD_X[(form, trace is not None)], DECODE_RD_TILE, query, key_cache, value_cache,
-                      metadata, scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
-                      blocks_per_sm=DECODE_RD_BLOCKS_PER_SM, trace=trace, claims=form == "dyn")
-    if warps is None:
-        warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
-    if warps == 1:
-        return _flash(_DECODE_RD_W1, DECODE_RD_W1_TILE, query, key_cache, value_cache, metadata, scale,
-                      sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
-                      blocks_per_sm=DECODE_RD_W1_BLOCKS_PER_SM, threads=32)
-    return _flash(_DECODE_RD, DECODE_RD_TILE, query, key_cache, value_cache, metadata, scale, sliding_window,
-                  logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=DECODE_RD_BLOCKS_PER_SM)
+        kernels = _DECODE_RD_X[(form, trace is not None)]
+    else:
+        if warps is None:
+            warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
+        kernels = _DECODE_RD_W1 if warps == 1 else _DECODE_RD
+    w1 = kernels is _DECODE_RD_W1
+    return _flash(kernels, DECODE_RD_W1_TILE if w1 else DECODE_RD_TILE, query, key_cache, value_cache, metadata,
+                  scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
+                  blocks_per_sm=DECODE_RD_W1_BLOCKS_PER_SM if w1 else DECODE_RD_BLOCKS_PER_SM,
+                  threads=32 if w1 else 128, trace=trace, claims=form == "dyn")
 
 
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,

@@ -41,15 +41,6 @@ ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
 
 
-def _need_norm_input(r: list[str], p: Problem) -> None:
-    """What every fused provider of rms_norm_linear needs of the norm: a known activation, an FP16 norm
-    weight and residual, x / residual / norm weight contiguous, 16-byte aligned, K wide."""
-    _need(r, p.param("act") in ACTIVATIONS, f"activation {p.param('act')} not one of {ACTIVATIONS}")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
-    _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
-
-
 def supports_gemv_norm(p: Problem) -> list[str]:
     r = _common(p)
     fmt, n, k, act = p.param("format"), p.param("n"), p.param("k"), p.param("act")
@@ -57,10 +48,13 @@ def supports_gemv_norm(p: Problem) -> list[str]:
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the normed-input GEMV is for one row (decode, batch 1)")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     _need(r, k * 2 <= MAX_SMEM, f"K={k}: the normalized x ({k * 2} bytes) exceeds {MAX_SMEM} of shared memory")
+    _need(r, act in ACTIVATIONS, f"activation {act} not one of {ACTIVATIONS}")
     _need(r, act is None or n % 2 == 0, f"N={n} odd: not [gate | up]")
     _need(r, act is None or p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    _need_norm_input(r, p)
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
     if fmt in _PACKED_NAMES and k % 32 == 0:
         shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k, normed=True)
         _need(r, (fmt.removeprefix("packed_"), shape) in _PLAIN,

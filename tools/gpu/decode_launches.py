@@ -1,6 +1,7 @@
 """A few launches of the register-direct decode kernel on one KV set, for Nsight Compute
 (tools/gpu/ncu_decode.sh): `python tools/gpu/decode_launches.py KV BATCH CTX [WARPS]` with 32/8 heads,
-D 128, block 16 (llama3-8b's attention), KV random (FP8: quantized at scale 0.02)."""
+D 128, block 16 (llama3-8b's attention; decode_trace.kv_set, metadata as eager decode passes it), KV
+random (FP8: quantized at scale 0.02)."""
 
 from __future__ import annotations
 
@@ -9,23 +10,15 @@ import sys
 import torch
 
 from onecat.kernels import attention_ops
-from onecat.kernels import reference as ref
-from onecat.kernels.inputs import paged_metadata
 
-KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+sys.path.insert(0, "tools/gpu")
+from decode_trace import kv_set  # noqa: E402
 
 
 def main(kv: str, batch: int, ctx: int, warps: int | None = None) -> None:
-    hq, hk, d, bs = 32, 8, 128, 16
-    nb = batch * (-(-ctx // bs)) + 4
-    md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(10), "cuda")
-    q = torch.randn(batch, hq, d, device="cuda").half()
-    x = torch.randn(nb, bs, hk, d, device="cuda")
-    kc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, KV[kv])
-    vc = kc.clone()
-    scales = () if kv == "f16" else (0.02, 0.02)
+    args = kv_set(kv, batch, ctx, 10, host_written=False)
     for _ in range(4):
-        attention_ops.paged_attention_rd(q, kc, vc, md, d ** -0.5, None, None, *scales, warps=warps)
+        attention_ops.paged_attention_rd(*args, warps=warps)
     torch.cuda.synchronize()
 
 

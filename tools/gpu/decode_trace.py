@@ -24,15 +24,18 @@ from onecat.kernels import attention_ops
 from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
-KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+sys.path.insert(0, "tools/gpu")
+from decode_attention_row import KV  # noqa: E402
 PHASES = ["wait+loads", "first step", "loop", "other warps", "partials", "merge"]
 
 
-def kv_set(kv: str, batch: int, ctx: int, seed: int):
+def kv_set(kv: str, batch: int, ctx: int, seed: int, host_written: bool = True):
+    """paged_attention_rd's arguments for `batch` requests of `ctx` keys, 32/8 heads, D 128, block 16;
+    host_written: the metadata as the engine's decode graphs pass it (loads before the wait)."""
     hq, hk, d, bs = 32, 8, 128, 16
     nb = batch * (-(-ctx // bs)) + 4
     md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(seed), "cuda")
-    md = dataclasses.replace(md, host_written=True)  # as the engine's decode graphs pass it: loads before the wait
+    md = dataclasses.replace(md, host_written=host_written)
     q = torch.randn(batch, hq, d, device="cuda").half()
     x = torch.randn(nb, bs, hk, d, device="cuda")
     kc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, KV[kv])

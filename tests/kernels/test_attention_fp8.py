@@ -315,27 +315,6 @@ def test_register_direct_decode_trace_launch(monkeypatch, gen):
     assert len(args) == len(attention_ops._SIG_FUSED) + 1 and args[-1] == trace.data_ptr()
 
 
-@pytest.mark.parametrize("form", ["il", "dyn"])
-def test_register_direct_decode_ab_forms_launch(form, monkeypatch, gen):
-    """paged_attention_rd(form=...): the A/B entries (warps' steps round-robin; steps claimed per group),
-    the route's arguments and partition plan (not routed: the default stays the contiguous form); the
-    dyn form's counter array holds three counters per group."""
-    from onecat.kernels import cuda_ops
-    calls = []
-    monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append((kernel.name, args)))
-    md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
-    q = torch.randn(4, 32, 128, generator=gen).half()
-    kc = torch.zeros(2100, 16, 8, 128, dtype=torch.float16)
-    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, form=form)
-    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1)
-    (ab, ab_args), (route, route_args) = calls
-    assert ab == f"attn_decode_rd_d128_f16_{form}" and route == "attn_decode_rd_d128_f16"
-    assert ab_args[-6:] == route_args[-6:] and len(ab_args) == len(attention_ops._SIG_FUSED)
-    if form == "dyn":
-        (arr,) = [a for a in cuda_ops._counter_arrays(cuda_ops._device_key(q.device)) if a.data_ptr() == ab_args[3]]
-        assert arr.numel() >= 3 * 4 * 8
-
-
 def test_register_direct_decode_trace_buffer_checked(gen):
     """A trace buffer too small (or not int64) for the launch's blocks is refused before any launch."""
     md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)

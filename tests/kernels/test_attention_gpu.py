@@ -256,8 +256,7 @@ def decode_launches(monkeypatch):
 
 def _assert_fused(calls, label):
     """One decode launch that split the keys (nparts > 1) and merged them itself (a counter array,
-    no attn_reduce), every counter of the array back at zero after it (the dyn form's claim and done
-    counters too). Arguments counted from the front: traced entries take a pointer after them."""
+    no attn_reduce), every counter of the array back at zero after it. Arguments counted from the front: traced entries take a pointer after them."""
     assert len(calls) == 1 and calls[0][0].startswith("attn_decode_"), (label, [c[0] for c in calls])
     args = calls[0][2]
     nparts, counters = args[len(attention_ops._SIG_FUSED) - 6], args[3]
@@ -329,29 +328,24 @@ def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
 
 @rd_gpu
 @pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
-@pytest.mark.parametrize("form,traced", [("", True), ("il", False), ("il", True), ("dyn", False), ("dyn", True)])
-def test_decode_rd_d128_forms(kv, form, traced, decode_launches):
-    """The D 128 4-warp kernel's other entries (not routed): warps taking the partition's steps
-    round-robin ("il"), a group's blocks claiming its steps ("dyn"; its counters re-armed for the next
-    launch), and the traced entries (tools/gpu/decode_trace.py) give the reference's result over ragged
-    contexts, block sizes 8 / 32, window + soft cap, many partitions, repeated launches."""
-    trace = torch.zeros(8 * 32 * 1024, 16, dtype=torch.int64, device="cuda") if traced else None
-    fn = functools.partial(attention_ops.paged_attention_rd, trace=trace, form=form)
-    rnd = random.Random(SEED + len(form) + traced)
+def test_decode_rd_d128_traced(kv, decode_launches):
+    """The D 128 4-warp kernel's traced entries (not routed; tools/gpu/decode_trace.py) give the
+    reference's result over ragged contexts, block sizes 8 / 32, window + soft cap, many partitions,
+    repeated launches, and every launched block records its entry and end."""
+    trace = torch.zeros(8 * 32 * 1024, 16, dtype=torch.int64, device="cuda")
+    fn = functools.partial(attention_ops.paged_attention_rd, trace=trace)
+    rnd = random.Random(SEED + 1)
     for rep in range(2):
         for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 32, 8, 32)):
             seq = [rnd.randint(1, 9000) for _ in range(batch)]
-            _run(_gen("x" + form, traced, kv, batch, rep), [1] * batch, seq, hq, hk, 128, bs, kv, provider=RD, fn=fn)
+            _run(_gen("xtrace", kv, batch, rep), [1] * batch, seq, hq, hk, 128, bs, kv, provider=RD, fn=fn)
     decode_launches.clear()
-    _run(_gen("xwin" + form, traced, kv), [1, 1], [5000, 70], 16, 4, 128, 16, kv, window=700, cap=30.0,
-         provider=RD, fn=fn)
-    _assert_fused(decode_launches, f"{form} {traced}")  # the dyn form's claim / done counters re-armed too
-    want = ("_" + form if form else "") + ("_trace" if traced else "")
-    assert decode_launches[0][0].endswith(want), decode_launches[0][:2]
-    if traced:  # every launched block recorded its entry and end
-        rows = trace.cpu()
-        rows = rows[rows[:, 0] != 0]
-        assert len(rows) > 0 and bool((rows[:, 6] >= rows[:, 0]).all())
+    _run(_gen("xwintrace", kv), [1, 1], [5000, 70], 16, 4, 128, 16, kv, window=700, cap=30.0, provider=RD, fn=fn)
+    _assert_fused(decode_launches, "traced")
+    assert decode_launches[0][0].endswith("_trace"), decode_launches[0][:2]
+    rows = trace.cpu()
+    rows = rows[rows[:, 0] != 0]
+    assert len(rows) > 0 and bool((rows[:, 6] >= rows[:, 0]).all())
 
 
 def test_fused_fallback_two_launches(monkeypatch, decode_launches):

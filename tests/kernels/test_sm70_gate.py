@@ -165,9 +165,9 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
     """attn_decode_rd_* (csrc/attention_decode_rd.cu) use mma.sync m16n8k16: on sm_70 they only trap
     (attention_ops admits them from sm_80: the V100 decodes with attention_decode.cu); on sm_90
     HMMA.16816 with FP32 accumulation, E4M3 by the FP8 conversion (F2FP), three 128-thread blocks per
-    SM of registers (twelve of the one-warp form); the trace and A/B entries (_DECODE_RD_X) alike."""
+    SM of registers (twelve of the one-warp form); the trace entries alike."""
     names = {k.name for k in [*attention_ops._DECODE_RD.values(), *attention_ops._DECODE_RD_W1.values(),
-                              *(k for ks in attention_ops._DECODE_RD_X.values() for k in ks.values())]}
+                              *attention_ops._DECODE_RD_TRACE.values()]}
     sm70 = _sass("attention_decode_rd.cu", str(tmp_path))
     assert set(sm70) >= names
     for name in names:

@@ -31,10 +31,7 @@ ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 51
 # rd: the route (4-warp blocks, one-warp blocks past one wave of groups: decode_rd_warps); rd_w4 / rd_w1 force one
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
            "rd_w4": functools.partial(attention_ops.paged_attention_rd, warps=4),
-           "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1),
-           # A/B (D 128 only): the 4-warp kernel with the warps' steps interleaved, or claimed per group
-           "rd_il": functools.partial(attention_ops.paged_attention_rd, form="il"),
-           "rd_dyn": functools.partial(attention_ops.paged_attention_rd, form="dyn")}
+           "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1)}
 
 
 def main() -> int:

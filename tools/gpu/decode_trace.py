@@ -7,9 +7,8 @@ events around the middle call, how block starts and ends spread, and the median 
 (clock64 cycles within a block, shown in us at the run's SM clock), so the fixed cost of a short
 launch (s14: ~6 us of FP8 batch 4 x 8K's 25-29 us) can be split into ramp, streaming, drain and merge.
 
-    python tools/gpu/decode_trace.py [--json RAW.json] [KV:BATCH:CTX[:FORM] ...]
-        (default e4m3:4:8192 f16:4:8192 e4m3:16:8192; FORM: il (interleaved warp steps) or dyn (claimed
-        steps), paged_attention_rd's A/B forms)
+    python tools/gpu/decode_trace.py [--json RAW.json] [KV:BATCH:CTX ...]
+        (default e4m3:4:8192 f16:4:8192 e4m3:16:8192)
 """
 
 from __future__ import annotations
@@ -54,23 +53,23 @@ def sm_clock_mhz() -> float:
         return 1980.0
 
 
-def run(kv: str, batch: int, ctx: int, out: list | None = None, form: str = "") -> None:
+def run(kv: str, batch: int, ctx: int, out: list | None = None) -> None:
     sets = [kv_set(kv, batch, ctx, 10 + i) for i in range(3)]
     blocks = 8 * batch * 1024
     trs = [torch.zeros(blocks, 16, dtype=torch.int64, device="cuda") for _ in sets]
     for s, t in zip(sets, trs):  # compile, warm
-        attention_ops.paged_attention_rd(*s, trace=t, form=form)
+        attention_ops.paged_attention_rd(*s, trace=t)
     torch.cuda.synchronize()
     for t in trs:
         t.zero_()
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    attention_ops.paged_attention_rd(*sets[0], trace=trs[0], form=form)
+    attention_ops.paged_attention_rd(*sets[0], trace=trs[0])
     ev[0].record()
-    attention_ops.paged_attention_rd(*sets[1], trace=trs[1], form=form)
+    attention_ops.paged_attention_rd(*sets[1], trace=trs[1])
     ev[1].record()
-    attention_ops.paged_attention_rd(*sets[2], trace=trs[2], form=form)
+    attention_ops.paged_attention_rd(*sets[2], trace=trs[2])
     torch.cuda.synchronize()
-    summarize(kv + ("/" + form if form else ""), batch, ctx, trs[1].cpu(), trs[0].cpu(),
+    summarize(kv, batch, ctx, trs[1].cpu(), trs[0].cpu(),
               ev[0].elapsed_time(ev[1]) * 1e3, sm_clock_mhz(), out)
 
 
@@ -121,9 +120,9 @@ def main(argv: list[str]) -> int:
     cases = argv or ["e4m3:4:8192", "f16:4:8192", "e4m3:16:8192"]
     print(f"decode trace, {torch.cuda.get_device_name(0)}; 32/8 heads D 128, block 16; measured")
     out = []
-    for c in cases:  # KV:BATCH:CTX[:FORM] (FORM: an A/B form of paged_attention_rd, il or dyn)
-        kv, b, ctx, *form = c.split(":")
-        run(kv, int(b), int(ctx), out, form=form[0] if form else "")
+    for c in cases:  # KV:BATCH:CTX
+        kv, b, ctx = c.split(":")
+        run(kv, int(b), int(ctx), out)
     if dump:
         import json
         json.dump(out, open(dump, "w"))

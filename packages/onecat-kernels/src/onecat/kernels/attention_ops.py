@@ -58,13 +58,9 @@ _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{k
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
                  for d in DECODE_RD_TILE for kv in _KV_KINDS}
-# D 128, 4 warps, not routed: (form, traced) -> kernels. Traced ones record per-block timestamps
-# (tools/gpu/decode_trace.py); A/B forms: "il" the warps take the partition's steps round-robin, "dyn" a
-# group's blocks claim its steps from a counter (three counters per group: merge, claims, done)
-_DECODE_RD_X = {(form, tr): {(128, kv): Kernel("attention_decode_rd.cu",
-                                               f"attn_decode_rd_d128_{kv}{'_' + form if form else ''}{'_trace' if tr else ''}",
-                                               _SIG_FUSED + ("p" if tr else ""), pdl=True) for kv in _KV_KINDS}
-                for form in ("", "il", "dyn") for tr in (False, True) if form or tr}
+# D 128, 4 warps, not routed: per-block timestamps (tools/gpu/decode_trace.py)
+_DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
+                                      pdl=True) for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -153,7 +149,7 @@ def split_kv_plan(batch: int, hk: int, nchunks: int, span: int, key_tile: int, s
 
 
 def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128, trace=None, claims=False):
+           k_scale, v_scale, fused=False, blocks_per_sm=BLOCKS_PER_SM, threads=128, trace=None):
     """One launch of `kernels` (FLASH_ENTRY_FUSED ones when `fused`: decode), plus attn_reduce when
     the keys are split (nparts > 1) and the merge is not fused into that launch."""
     t, hq, d = query.shape
@@ -186,11 +182,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     seq_lens, qsl = metadata.seq_lens.int(), metadata.query_start_loc.int()
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
     # fused merge: one counter per (request, KV head, row chunk); none (null) -> attn_reduce below
-    # claims (the "dyn" decode form): two more counters per group after the merge's, needed unsplit too
-    counters = (cuda_ops.split_counters(query.device, b * hk * nchunks * (3 if claims else 1))
-                if fused and (nparts > 1 or claims) else None)
-    if claims and counters is None:
-        raise RuntimeError("the dyn decode form needs its counter array: run it eagerly once before graph capture")
+    counters = cuda_ops.split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
     extra = ()
     if trace is not None:  # 16 int64 per block, written by the kernel's thread 0s
         blocks = nchunks * hk * b * nparts
@@ -229,15 +221,13 @@ def decode_rd_warps(batch: int, hk: int, sms: int) -> int:
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                       k_scale=1.0, v_scale=1.0, warps=None, trace=None, form=""):
+                       k_scale=1.0, v_scale=1.0, warps=None, trace=None):
     """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `warps`
     per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one.
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
-    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them). `form` (A/B entries, D 128,
-    4 warps, not routed): "il" the warps take the partition's steps round-robin instead of contiguous
-    quarters; "dyn" the blocks of a (request, KV head) group claim its steps one at a time."""
-    if trace is not None or form:
-        kernels = _DECODE_RD_X[(form, trace is not None)]
+    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them)."""
+    if trace is not None:
+        kernels = _DECODE_RD_TRACE
     else:
         if warps is None:
             warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
@@ -246,7 +236,7 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     return _flash(kernels, DECODE_RD_W1_TILE if w1 else DECODE_RD_TILE, query, key_cache, value_cache, metadata,
                   scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
                   blocks_per_sm=DECODE_RD_W1_BLOCKS_PER_SM if w1 else DECODE_RD_BLOCKS_PER_SM,
-                  threads=32 if w1 else 128, trace=trace, claims=form == "dyn")
+                  threads=32 if w1 else 128, trace=trace)
 
 
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,

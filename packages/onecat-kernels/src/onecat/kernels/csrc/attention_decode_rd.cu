@@ -43,9 +43,7 @@
 //    once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
 //    absolute keys, one per 8-key block (a block size is a power of 2 >= 8: the block is in one page).
 //  * Entries: the route (4 warps; _w1 one-warp blocks), and for D 128, not routed: _trace (per-block
-//    timestamps, tools/gpu/decode_trace.py), _il / _dyn (the warps' steps interleaved / a group's steps
-//    claimed from a counter: A/Bs against the imbalance the trace shows; tools/gpu/decode_balance_check.sh)
-//    and their traced forms.
+//    timestamps, tools/gpu/decode_trace.py).
 //  * A/B on the H200 (tools/gpu/decode_rd_check.sh, decode_rd_ab.py --kernels): s13: 8-key steps
 //    (P V by m16n8k8) 3-8% slower, one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3
 //    decode 15-19%, KV heads spread over a block's warps (2 or 4 per block) 2-35% slower, other
@@ -53,7 +51,11 @@
 //    zero, max by shuffles every step) 1-3% slower than S^T; FP8 16-byte pieces 2-6% slower; K
 //    refilled right after Q K^T no change; L2 prefetch 1-4 steps ahead 1-40% slower; FP8 with three
 //    load sets (a few spills) 7-12% slower; K / V through a per-warp cp.async ring in shared memory
-//    (FP8 4 steps, FP16 2; one register set) 7-15% slower at batch 4-16.
+//    (FP8 4 steps, FP16 2; one register set) 7-15% slower at batch 4-16. s15 (against the trace's
+//    imbalance between blocks): the warps' steps interleaved no change; a group's steps claimed one at a
+//    time from a global counter 14-40% slower (a claim and a page-id load on every step's path);
+//    partitions planned for 2 / 3 / 4 waves (the block scheduler balancing) 3-70% slower; FP8 with one
+//    load set and registers held to 128 for 4 blocks per SM 0-3% slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
@@ -151,15 +153,8 @@ ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
 }
 
 // W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
-// IL (A/B entries _il): the warps take the partition's steps interleaved (warp w: steps w, w + W, ..)
-// instead of contiguous quarters. DYN (A/B entries _dyn): the nparts blocks of a (request, KV head)
-// group share its steps, claimed one at a time from a counter (claims[group]; warp w of block p starts
-// with the static steps p W + w + u nparts W, u < NBUF, the claims count from NBUF nparts W), so a fast
-// block takes more; the block that finishes last re-arms the claim counter and its done count
-// (claims[ngroups + group]); each block still writes one partial and the fused merge is unchanged.
-template <int D, int KV, int NBUF, int W, bool IL = false, bool DYN = false>
-__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr,
-                                               int* claims = nullptr) {
+template <int D, int KV, int NBUF, int W>
+__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
@@ -174,10 +169,29 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   if (!a.meta_ready) pdl_wait();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const int kvh = blockIdx.y, b = blockIdx.z / a.nparts, p = blockIdx.z % a.nparts;
+  const int* bt = a.block_tables + (i64)b * a.bt_stride;
+  // The first segment this warp stages (below) for a partition [ks, ke): its segment, first page and
+  // page count; false when the warp has no step there.
+  auto first_segment = [&](int ks, int ke, int& sg, int& fp, int& n) {
+    const int bse = ks & ~(KS - 1), ns = (ke - bse + KS - 1) / KS, sl = min(ns, warp * ((ns + W - 1) >> W_LOG2));
+    sg = max(bse + KS * sl, ks) / RD_SEG;
+    const int k0 = max(sg * RD_SEG, ks), k1 = min((sg + 1) * RD_SEG, ke);
+    fp = k0 >> a.bs_shift;
+    n = ((k1 - 1) >> a.bs_shift) - fp + 1;
+    return sl < ns;
+  };
+  // Speculative staging: the page ids of that segment for the partition the plan gives a request that
+  // fills it (keys [p part, (p + 1) part), no window: the long-context case), loaded with the request's
+  // length instead of after it (one dependent round trip less before the first K / V loads); used
+  // below only if the request's partition is exactly that one.
+  const int sp_ks = p * a.part;
+  int sp_seg, sp_first, sp_n, sp_page = 0;
+  const bool sp = a.window <= 0 && first_segment(sp_ks, sp_ks + a.part, sp_seg, sp_first, sp_n) && sp_n <= 32;
+  if (sp && lane < sp_n && sp_first + lane < a.bt_stride) sp_page = bt[sp_first + lane];
   const int qs = a.qsl[b], ctx = a.seq_lens[b];
   const int lo = a.window > 0 ? max(0, ctx - a.window) : 0;
   const int part = flash_request_part(a, 4 * KS, ctx - lo);
-  const int kstart = DYN ? lo : lo + p * part, kend = DYN ? ctx : min(kstart + part, ctx);
+  const int kstart = lo + p * part, kend = min(kstart + part, ctx);
   const int group = a.group;
 
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
@@ -187,13 +201,9 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     return;
   }
 
-  // This warp's steps of the partition's KS-key steps from kstart rounded down to KS: stp(k) for k in
-  // [s_lo, s_hi) (contiguous: stp(k) = k; IL: k counts the warp's steps, stp(k) = warp + W k).
+  // This warp's steps [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS
   const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> W_LOG2;
-  const int s_lo = IL ? 0 : min(nsteps, warp * per);
-  const int s_hi = IL ? max(0, (nsteps - warp + W - 1) >> W_LOG2) : min(nsteps, s_lo + per);
-  auto stp = [&](int k) { return IL ? warp + W * k : k; };
-  const int* bt = a.block_tables + (i64)b * a.bt_stride;
+  const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
   const int bs_mask = (1 << a.bs_shift) - 1;
   const i64 row_bytes = (i64)a.hk * D * EB;
   const unsigned char* kc = a.kc + (i64)kvh * D * EB;
@@ -208,6 +218,12 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     for (int i = lane, n = ((k1 - 1) >> a.bs_shift) - first_page + 1; i < n; i += 32) pages[i] = bt[first_page + i];
     __syncwarp();
   };
+  if (sp && kstart == sp_ks && kend == sp_ks + a.part) {  // the speculation holds: stage() would load these
+    if (lane < sp_n) pages[lane] = sp_page;
+    seg = sp_seg;
+    first_page = sp_first;
+    __syncwarp();
+  }
   // An 8-key block (t multiple of 8) lies in one page (block size >= 8, a power of 2): one page id per
   // block; lane offsets g (K) and 2q (V) rows past the block's first key.
   const i64 k_lane = (i64)g * row_bytes + (8 * q) * EB, v_lane = (i64)(2 * q) * row_bytes + (8 * g) * EB;
@@ -239,27 +255,13 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
   // they load before waiting on the kernel ahead (the qkv projection writing the new token's K/V).
   const int ready_end = a.meta_ready ? ctx - 1 : kstart;
   S buf[NBUF];
-  int cur[NBUF];  // DYN: the step each register set holds (-1: none, the warp's end)
-  if constexpr (DYN) {
 #pragma unroll
-    for (int u = 0; u < NBUF; ++u) {
-      const int st = p * W + warp + u * a.nparts * W;
-      cur[u] = st < nsteps ? st : -1;
-      if (cur[u] >= 0 && base + KS * (st + 1) <= ready_end) load(st, buf[u]);
-    }
-    pdl_wait();
+  for (int u = 0; u < NBUF; ++u)
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) <= ready_end) load(s_lo + u, buf[u]);
+  pdl_wait();
 #pragma unroll
-    for (int u = 0; u < NBUF; ++u)
-      if (cur[u] >= 0 && base + KS * (cur[u] + 1) > ready_end) load(cur[u], buf[u]);
-  } else {
-#pragma unroll
-    for (int u = 0; u < NBUF; ++u)
-      if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) <= ready_end) load(stp(s_lo + u), buf[u]);
-    pdl_wait();
-#pragma unroll
-    for (int u = 0; u < NBUF; ++u)
-      if (s_lo + u < s_hi && base + KS * (stp(s_lo + u) + 1) > ready_end) load(stp(s_lo + u), buf[u]);
-  }
+  for (int u = 0; u < NBUF; ++u)
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
   rd_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
@@ -345,51 +347,14 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     for (int mt = 0; mt < NT; ++mt)  // lane dim entries mt (row g) and mt + NT (row g + 8); k = the blocks
       mma_16816(o[mt], av[0][mt], av[0][mt + NT], av[1][mt], av[1][mt + NT], pb[0], pb[1]);
   };
-  if constexpr (DYN) {
-    const int group_id = b * gridDim.y + kvh, ngroups = gridDim.z / a.nparts * gridDim.y;
-    int* claim = claims + group_id;
-    const int s0 = NBUF * a.nparts * W;  // the first claimed step
-    // claiming: every static step exists (else the claims, all past them, are past nsteps too) and no
-    // claim has come back past nsteps; lane 0's `pending` is the claim in flight for the next refill
-    bool claiming = cur[NBUF - 1] >= 0, live = cur[0] >= 0, first = true;
-    int pending = 0;
-    if (lane == 0 && claiming) pending = atomicAdd(claim, 1);
-    while (live) {
+  for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
 #pragma unroll
-      for (int u = 0; u < NBUF; ++u) {
-        if (cur[u] < 0) {  // the steps only rise: the sets after this one are empty too
-          live = false;
-          break;
-        }
-        step_math(buf[u], base + KS * cur[u]);
-        if (first) rd_trace(tr, 2);
-        first = false;
-        int nxt = claiming ? s0 + __shfl_sync(0xffffffffu, pending, 0) : -1;
-        if (nxt >= nsteps) claiming = false, nxt = -1;
-        if (lane == 0 && claiming) pending = atomicAdd(claim, 1);
-        cur[u] = nxt;
-        if (nxt >= 0) load(nxt, buf[u]);
-      }
-    }
-    __syncthreads();  // every warp of the block has stopped claiming
-    if (threadIdx.x == 0) {
-      int* done = claims + ngroups + group_id;
-      __threadfence();
-      if (atomicAdd(done, 1) == a.nparts - 1) {  // the group's last block: nobody claims any more
-        *claim = 0;
-        *done = 0;
-      }
-    }
-  } else {
-    for (int s0 = s_lo; s0 < s_hi; s0 += NBUF) {
-#pragma unroll
-      for (int u = 0; u < NBUF; ++u) {
-        const int k = s0 + u;
-        if (k >= s_hi) break;
-        step_math(buf[u], base + KS * stp(k));
-        if (k + NBUF < s_hi) load(stp(k + NBUF), buf[u]);  // in flight during the next NBUF - 1 steps
-        if (k == s_lo) rd_trace(tr, 2);
-      }
+    for (int u = 0; u < NBUF; ++u) {
+      const int k = s0 + u;
+      if (k >= s_hi) break;
+      step_math(buf[u], base + KS * k);
+      if (k + NBUF < s_hi) load(k + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
+      if (k == s_lo) rd_trace(tr, 2);
     }
   }
   rd_trace(tr, 3);
@@ -448,11 +413,11 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
-// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here. TR: the trace pointer (an
-// extra last argument, __VA_ARGS__) or nullptr. DYN: the claims follow the merge's counters (one per
-// group) in the same array (the host allocates three per group).
-#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, IL, DYN, TR, ...)                                        \
-  extern "C" __global__ void __launch_bounds__(32 * W, 12 / W)                                         \
+// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here. BPS: blocks per SM the
+// registers are held to (__launch_bounds__). TR: the trace pointer (an extra last argument,
+// __VA_ARGS__) or nullptr.
+#define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, BPS, TR, ...)                                           \
+  extern "C" __global__ void __launch_bounds__(32 * W, BPS)                                            \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
            const unsigned char* kc, const unsigned char* vc, const int* block_tables, const int* seq_lens, \
            const int* qsl, int meta_ready, i64 q_stride, int n_tokens, int hq, int hk, int group,      \
@@ -465,27 +430,22 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W, IL, DYN>(a, TR, DYN ? counters + gridDim.z / nparts * gridDim.y : nullptr); \
+    decode_rd_body<D, KV, NBUF, W>(a, TR);                                                             \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul);                                                                 \
     rd_trace(TR, 6);                                                                                   \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
-#define DECODE_RD_KINDS(D, W, SUFFIX, IL, DYN, TR, ...)                                               \
-  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, IL, DYN, TR, __VA_ARGS__)      \
-  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, IL, DYN, TR, __VA_ARGS__)    \
-  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, IL, DYN, TR, __VA_ARGS__)
-// a D 128 4-warp form, plain and traced (tools/gpu/decode_trace.py)
-#define DECODE_RD_FORM(SUFFIX, IL, DYN)            \
-  DECODE_RD_KINDS(128, 4, SUFFIX, IL, DYN, nullptr, ) \
-  DECODE_RD_KINDS(128, 4, SUFFIX##_trace, IL, DYN, trace, , unsigned long long* trace)
-// the route: 4-warp blocks, _w1 one-warp blocks (attention_ops.decode_rd_warps routes them for many
-// (request, KV head) groups); _trace: the 4-warp D 128 kernel with per-block timestamps
-DECODE_RD_KINDS(64, 4, , false, false, nullptr, )
-DECODE_RD_KINDS(64, 1, _w1, false, false, nullptr, )
-DECODE_RD_KINDS(128, 1, _w1, false, false, nullptr, )
-DECODE_RD_FORM(, false, false)
-// A/B forms (not routed): the warps' steps interleaved (_il), a group's steps claimed (_dyn)
-DECODE_RD_FORM(_il, true, false)
-DECODE_RD_FORM(_dyn, false, true)
+#define DECODE_RD_KINDS(D, W, SUFFIX, BPS, TR, ...)                                                   \
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, BPS, TR, __VA_ARGS__)          \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, BPS, TR, __VA_ARGS__)        \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, BPS, TR, __VA_ARGS__)
+// the route: 4-warp blocks (3 per SM), _w1 one-warp blocks (12 per SM; attention_ops.decode_rd_warps
+// routes them for many (request, KV head) groups); _trace: the 4-warp D 128 kernel with per-block
+// timestamps (tools/gpu/decode_trace.py)
+DECODE_RD_KINDS(64, 4, , 3, nullptr, )
+DECODE_RD_KINDS(64, 1, _w1, 12, nullptr, )
+DECODE_RD_KINDS(128, 1, _w1, 12, nullptr, )
+DECODE_RD_KINDS(128, 4, , 3, nullptr, )
+DECODE_RD_KINDS(128, 4, _trace, 3, trace, , unsigned long long* trace)

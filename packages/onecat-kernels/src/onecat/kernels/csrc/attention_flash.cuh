@@ -235,7 +235,9 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
   }
   if (!__syncthreads_or(is_last)) return;
   constexpr int V = D / 32;  // columns per lane: 2, 4, 8
-  constexpr int PC = 32 / V;  // partitions whose O is loaded with the first (m, l) (32 registers)
+  // partitions whose O is loaded with the first (m, l): 64 registers, at most 16 partitions (s15: one
+  // round trip for the 12-16 partitions of a short batch's decode; 8 before)
+  constexpr int PC = 64 / V < 16 ? 64 / V : 16;
   const int lane = threadIdx.x & 31;
   const i64 pstride = (i64)n_tokens * hq;
   for (int rr = threadIdx.x >> 5; rr < R; rr += blockDim.x >> 5) {

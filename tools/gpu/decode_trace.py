@@ -99,6 +99,22 @@ def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tenso
     print(f"  per block (clock64 at {clock:.0f} MHz): " + ", ".join(
         f"{n} {float(cyc[:, j].min()):.2f} / {statistics.median(cyc[:, j].tolist()):.2f} / {float(cyc[:, j].max()):.2f}"
         for j, n in enumerate(PHASES)) + "  (min / median / max us)")
+    # the fused merge (slot 15: the clock when the count resolved): its count, then the group's merge
+    # in the block that counted last (per group the block with the longest time after its count)
+    if bool((full[:, 15] != 0).all()):
+        nparts = max(1, len(tr) // (8 * batch))
+        idx = torch.arange(len(tr))[empty == 0]
+        group = (idx // 8 // nparts) * 8 + idx % 8
+        count = (full[:, 15] - full[:, 13]).double() / clock
+        rest = (full[:, 14] - full[:, 15]).double() / clock
+        last = [max((i for i in range(len(full)) if int(group[i]) == gid), key=lambda i: float(rest[i]))
+                for gid in sorted(set(group.tolist()))]
+
+        def mmm(v) -> str:
+            return f"{float(v.min()):.2f} / {statistics.median(v.tolist()):.2f} / {float(v.max()):.2f}"
+        print(f"  fused merge (clock64): count {mmm(count)}; the merging blocks ({len(last)}): count "
+              f"{mmm(count[last])}, merge {mmm(rest[last])}, from the block's last warp done "
+              f"{mmm((full[last, 14] - full[last, 12]).double() / clock)}  (min / median / max us)")
     # the end of the streaming by how many blocks shared the SM (one wave: 2 or 3 per SM here)
     per_sm: dict[int, int] = {}
     for sm in (full[:, 7] & 0xFFFF).tolist():

@@ -134,9 +134,13 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
 // Trace entries (_trace, tools/gpu/decode_trace.py): thread 0 of a block records %globaltimer (ns) in
 // tr[16 b + i] and clock64 in tr[16 b + 8 + i] at point i: 0 entry, 1 after the wait and the first
 // loads, 2 warp 0's first step done, 3 warp 0's loop done, 4 all warps done, 5 partials written,
-// 6 block end (after the fused merge's count, or its merge); tr[16 b + 7] = SM id | empty << 16.
+// 6 block end (after the fused merge's count, or its merge); tr[16 b + 7] = SM id | empty << 16;
+// tr[16 b + 15] = clock64 when the merge's count has resolved (flash_split_merge).
 ONECAT_DEVICE unsigned long long* rd_trace_row(unsigned long long* tr) {  // this block's 16 records
   return tr + 16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+}
+ONECAT_DEVICE unsigned long long* rd_trace_slots(unsigned long long* tr) {  // this block's row, or null
+  return tr ? rd_trace_row(tr) : nullptr;
 }
 ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
   if (tr && threadIdx.x == 0) {
@@ -153,8 +157,9 @@ ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
 }
 
 // W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
+// Returns the request's token (qs) for the fused merge.
 template <int D, int KV, int NBUF, int W>
-__device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
+__device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
@@ -198,7 +203,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     pdl_wait();
     flash_empty_partials<D, true>(a, p, qs, kvh, 0, group, threadIdx.x, 32 * W);
     if (tr && threadIdx.x == 0) rd_trace_row(tr)[7] |= 1u << 16;
-    return;
+    return qs;
   }
 
   // This warp's steps [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS
@@ -409,6 +414,7 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     }
   }
   rd_trace(tr, 5);
+  return qs;
 }
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
@@ -430,10 +436,10 @@ __device__ __forceinline__ void decode_rd_body(const FlashArgs& a, unsigned long
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    decode_rd_body<D, KV, NBUF, W>(a, TR);                                                             \
+    const int qs = decode_rd_body<D, KV, NBUF, W>(a, TR);                                              \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
-                               v_mul);                                                                 \
+                               v_mul, qs, rd_trace_slots(TR));                                         \
     rd_trace(TR, 6);                                                                                   \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.

@@ -210,30 +210,35 @@ ONECAT_DEVICE void merge_o_batch(float (&acc)[V], float (&o)[PC][V], const float
   }
 }
 
+// one_token_qs >= 0: the caller's first token of a one-token request (decode), so its rows need no
+// load of qsl (one L2 round trip less on the launch's tail); tr: a trace row (decode_rd's _trace
+// entries), whose slot 15 gets the clock when the count has resolved.
 template <int D, int ROWS>
 __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o, const float* part_ml, int* counters,
                                                const int* qsl, int n_tokens, int hq, int group, int nparts,
-                                               int nchunks, float v_mul) {
+                                               int nchunks, float v_mul, int one_token_qs = -1,
+                                               unsigned long long* tr = nullptr) {
   const int kvh = blockIdx.y, b = blockIdx.z / nparts, r0 = (nchunks - 1 - (int)blockIdx.x) * ROWS;  // as flash_body
-  const int qs = qsl[b], rows_total = (qsl[b + 1] - qs) * group;
+  const int qs = one_token_qs >= 0 ? one_token_qs : qsl[b];
+  const int rows_total = one_token_qs >= 0 ? group : (qsl[b + 1] - qs) * group;
   if (r0 >= rows_total) return;  // a chunk past the request's rows: none of its partitions counts
   const int R = min(ROWS, rows_total - r0);
   pdl_wait();  // (no-op if waited already) before the counters and partials
-  // Release / acquire by thread 0 around the count (the barriers order the block's own accesses
-  // against it): fence.acq_rel, not __threadfence's sequentially consistent MEMBAR.SC.
+  // Release / acquire by thread 0's count (the barriers order the block's own accesses against it):
+  // one acq_rel atomic (a fence before it, the acquire as an L1 invalidate after: no second fence),
+  // not __threadfence's sequentially consistent MEMBAR.SC.
   __syncthreads();
   int is_last = 0;
   if (threadIdx.x == 0) {
     int* c = counters + ((i64)b * gridDim.y + kvh) * nchunks + blockIdx.x;
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // this block's partials before its count
-    is_last = atomicAdd(c, 1) == nparts - 1;
-    if (is_last) {
-      asm volatile("fence.acq_rel.gpu;" ::: "memory");  // their partials before the merge's reads
-      *c = 0;  // every other partition of the group has counted: re-arm for the next launch (after
-               // the fence, which then waits on no store of this thread)
-    }
+    int before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(c) : "memory");
+    is_last = before == nparts - 1;
+    if (is_last) *c = 0;  // every other partition of the group has counted: re-arm for the next launch
   }
-  if (!__syncthreads_or(is_last)) return;
+  is_last = __syncthreads_or(is_last);
+  if (tr && threadIdx.x == 0) tr[15] = clock64();
+  if (!is_last) return;
   constexpr int V = D / 32;  // columns per lane: 2, 4, 8
   // partitions whose O is loaded with the first (m, l): 64 registers, at most 16 partitions (s15: one
   // round trip for the 12-16 partitions of a short batch's decode; 8 before)

@@ -101,12 +101,8 @@ __device__ void argmax_split_body(i64* __restrict__ out, Best* __restrict__ part
   block_best(bv, bi);
   if (threadIdx.x == 0) {
     part[(i64)r * nchunks + c] = Best{bv, bi};
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");  // the partial before the count
-    const int last = atomicAdd(counters + r, 1) == nchunks - 1;
-    if (last) {
-      asm volatile("fence.acq_rel.gpu;" ::: "memory");  // their partials before the reads below
-      counters[r] = 0;  // every chunk of the row has counted: re-arm for the next launch
-    }
+    const int last = count_acq_rel(counters + r) == nchunks - 1;  // the partial released, theirs acquired
+    if (last) counters[r] = 0;  // every chunk of the row has counted: re-arm for the next launch
     is_last = last;
   }
   __syncthreads();

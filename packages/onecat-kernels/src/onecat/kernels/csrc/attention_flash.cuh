@@ -224,16 +224,13 @@ __device__ __noinline__ void flash_split_merge(__half* out, const float* part_o,
   if (r0 >= rows_total) return;  // a chunk past the request's rows: none of its partitions counts
   const int R = min(ROWS, rows_total - r0);
   pdl_wait();  // (no-op if waited already) before the counters and partials
-  // Release / acquire by thread 0's count (the barriers order the block's own accesses against it):
-  // one acq_rel atomic (a fence before it, the acquire as an L1 invalidate after: no second fence),
-  // not __threadfence's sequentially consistent MEMBAR.SC.
+  // Release / acquire by thread 0's count (common.cuh count_acq_rel; the barriers order the block's
+  // own accesses against it), not __threadfence's sequentially consistent MEMBAR.SC.
   __syncthreads();
   int is_last = 0;
   if (threadIdx.x == 0) {
     int* c = counters + ((i64)b * gridDim.y + kvh) * nchunks + blockIdx.x;
-    int before;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(c) : "memory");
-    is_last = before == nparts - 1;
+    is_last = count_acq_rel(c) == nparts - 1;
     if (is_last) *c = 0;  // every other partition of the group has counted: re-arm for the next launch
   }
   is_last = __syncthreads_or(is_last);

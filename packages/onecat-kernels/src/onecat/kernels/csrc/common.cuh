@@ -123,6 +123,17 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
 #endif
 }
 
+// A block's count on a split-merge counter (by one thread, after a barrier that orders the block's
+// partial stores before it): one acq_rel atomic add, so the partial is released before the count and
+// the block that counts last acquires the others' (SASS on sm_90: the release fence before the atomic,
+// an L1 invalidate after; fence + atomicAdd + fence had a second MEMBAR.ALL.GPU). Returns the count
+// before this one.
+ONECAT_DEVICE int count_acq_rel(int* counter) {
+  int before;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+  return before;
+}
+
 // The transpose of an 8 x 8 b16 matrix held as mma fragments (lane g = lane / 4, q = lane % 4 holds row
 // g, columns 2q, 2q + 1): returns the transpose's row g, columns 2q, 2q + 1. sm_75+ (movmatrix).
 ONECAT_DEVICE unsigned movmatrix_trans(unsigned a) {

@@ -385,33 +385,39 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     }
   __syncthreads();
   rd_trace(tr, 4);
-  for (int i = threadIdx.x; i < group * (D / 2); i += 32 * W) {
-    const int h = i / (D / 2), c = (i % (D / 2)) * 2;
-    float M = -INFINITY;
+  const i64 row0 = (i64)qs * a.hq + kvh * group, prow0 = (i64)p * a.n_tokens * a.hq + row0;
+  if (threadIdx.x < group) {  // head h's M, L and the warps' weights 2^(m_w - M) / L, in place of m_s
+    const int h = threadIdx.x;
+    float M = -INFINITY, L = 0.f, sc[W];
 #pragma unroll
     for (int w = 0; w < W; ++w) M = fmaxf(M, m_s[w][h]);
-    float L = 0.f, o0 = 0.f, o1 = 0.f;
 #pragma unroll
     for (int w = 0; w < W; ++w) {
-      if (m_s[w][h] == -INFINITY) continue;
-      const float sc = exp2f(m_s[w][h] - M);
-      L += l_s[w][h] * sc;
+      sc[w] = m_s[w][h] == -INFINITY ? 0.f : exp2f(m_s[w][h] - M);  // a warp that saw no key: 0
+      L += l_s[w][h] * sc[w];
+    }
+    const float inv = (L > 0.f ? 1.f / L : 0.f) * (a.nparts == 1 ? a.v_mul : 1.f);
+#pragma unroll
+    for (int w = 0; w < W; ++w) m_s[w][h] = sc[w] * inv;
+    if (a.nparts > 1) {
+      a.part_ml[(prow0 + h) * 2] = M;
+      a.part_ml[(prow0 + h) * 2 + 1] = L;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < group * (D / 2); i += 32 * W) {  // O = the warps' O weighted
+    const int h = i / (D / 2), c = (i % (D / 2)) * 2;
+    float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
       const float2 v = *reinterpret_cast<const float2*>(&o_s[w][h][c]);
-      o0 += v.x * sc;
-      o1 += v.y * sc;
+      o0 += v.x * m_s[w][h];
+      o1 += v.y * m_s[w][h];
     }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    const i64 row = (i64)qs * a.hq + kvh * group + h;
-    if (a.nparts == 1) {
-      *reinterpret_cast<__half2*>(a.out + row * D + c) = __floats2half2_rn(o0 * inv * a.v_mul, o1 * inv * a.v_mul);
-    } else {
-      const i64 prow = (i64)p * a.n_tokens * a.hq + row;
-      *reinterpret_cast<float2*>(a.part_o + prow * D + c) = make_float2(o0 * inv, o1 * inv);
-      if (c == 0) {
-        a.part_ml[prow * 2] = M;
-        a.part_ml[prow * 2 + 1] = L;
-      }
-    }
+    if (a.nparts == 1)
+      *reinterpret_cast<__half2*>(a.out + (row0 + h) * D + c) = __floats2half2_rn(o0, o1);
+    else
+      *reinterpret_cast<float2*>(a.part_o + (prow0 + h) * D + c) = make_float2(o0, o1);
   }
   rd_trace(tr, 5);
   return qs;

@@ -6,9 +6,10 @@
 //
 // Why: attention_decode.cu (wmma through shared memory) holds 242-255 registers at D 128 and is
 // latency-bound at 8 warps per SM: on the H200 65-80% of copy with FP16 KV at >= 8K, 35-43% with FP8
-// (the same time for half the bytes). Here a warp holds ~150 registers (3 blocks per SM) and its
-// per-key work is a few MMAs, permutes and conversions (s14: FP16 76-97%, FP8 55-84% of copy per
-// launch, benchmarks/results/h200-2026-11-30-s14/).
+// (the same time for half the bytes). Here a warp holds ~150 registers (160-164 with the fused merge;
+// 3 blocks per SM) and its per-key work is a few MMAs, permutes and conversions (s15: FP16 78-99%,
+// FP8 57-86% of copy per launch, 83-99% / 66-86% as a decode graph runs it,
+// benchmarks/results/h200-2026-11-30-s15/).
 //
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
 // kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA

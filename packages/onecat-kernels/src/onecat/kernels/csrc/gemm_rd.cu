@@ -255,3 +255,5 @@ GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three
 // above by more than 1% on a llama3-8b matrix, so neither W latency nor x traffic is what holds them back.
+// s15: registers held for one more block per SM (r64 / r32w at 3, r32 at 4; a few spills, W or x one step
+// ahead) 8-100% slower on every llama3-8b matrix at M 32 / 64.

@@ -316,10 +316,15 @@ def test_register_direct_decode_trace_launch(monkeypatch, gen):
 
 
 def test_register_direct_decode_trace_buffer_checked(gen):
-    """A trace buffer too small (or not int64) for the launch's blocks is refused before any launch."""
+    """A trace buffer too small (or not int64) for the launch's blocks, or a head dim without trace
+    entries (D 64), is refused before any launch."""
     md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
     q = torch.randn(4, 32, 128, generator=gen).half()
     kc = torch.zeros(2100, 16, 8, 128, dtype=E4M3)
     for bad in (torch.zeros(16, dtype=torch.int64), torch.zeros(4096, 16, dtype=torch.int32)):
         with pytest.raises(ValueError, match="trace: need a contiguous int64 tensor"):
             attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, trace=bad)
+    kc64 = torch.zeros(2100, 16, 8, 64, dtype=E4M3)
+    with pytest.raises(ValueError, match="trace entries are D 128 only, got head dim 64"):
+        attention_ops.paged_attention_rd(q[..., :64], kc64, kc64, md, 0.1, None, None, 0.5, 0.25,
+                                         trace=torch.zeros(4096, 16, dtype=torch.int64))

@@ -227,6 +227,8 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
     timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them)."""
     if trace is not None:
+        if query.shape[-1] != 128:
+            raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {query.shape[-1]}")
         kernels = _DECODE_RD_TRACE
     else:
         if warps is None:

@@ -54,9 +54,10 @@
 //    load sets (a few spills) 7-12% slower; K / V through a per-warp cp.async ring in shared memory
 //    (FP8 4 steps, FP16 2; one register set) 7-15% slower at batch 4-16. s15 (against the trace's
 //    imbalance between blocks): the warps' steps interleaved no change; a group's steps claimed one at a
-//    time from a global counter 14-40% slower (a claim and a page-id load on every step's path);
-//    partitions planned for 2 / 3 / 4 waves (the block scheduler balancing) 3-70% slower; FP8 with one
-//    load set and registers held to 128 for 4 blocks per SM 0-3% slower.
+//    time from a global counter 11-35% slower (a claim and a page-id load on every step's path);
+//    partitions planned for 2 / 3 / 4 waves (the block scheduler balancing) 3-44% slower (one-warp
+//    blocks up to 2.8x); FP8 with one load set and registers held to 128 for 4 blocks per SM 0-3%
+//    slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512

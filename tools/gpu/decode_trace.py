@@ -24,6 +24,7 @@ from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
 sys.path.insert(0, "tools/gpu")
+from block_trace import mmm, sm_clock_mhz  # noqa: E402
 from decode_attention_row import KV  # noqa: E402
 PHASES = ["wait+loads", "first step", "loop", "other warps", "partials", "merge"]
 
@@ -41,16 +42,6 @@ def kv_set(kv: str, batch: int, ctx: int, seed: int, host_written: bool = True):
     x.normal_()
     vc = x.half() if kv == "f16" else ref.fp8_quantize(x, 0.02, KV[kv])
     return q, kc, vc, md, d ** -0.5, None, None, *(() if kv == "f16" else (0.02, 0.02))
-
-
-def sm_clock_mhz() -> float:
-    try:
-        import subprocess
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout.split()
-        return float(out[0])
-    except Exception:  # noqa: BLE001 - a label only
-        return 1980.0
 
 
 def run(kv: str, batch: int, ctx: int, out: list | None = None) -> None:
@@ -109,9 +100,6 @@ def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tenso
         rest = (full[:, 14] - full[:, 15]).double() / clock
         last = [max((i for i in range(len(full)) if int(group[i]) == gid), key=lambda i: float(rest[i]))
                 for gid in sorted(set(group.tolist()))]
-
-        def mmm(v) -> str:
-            return f"{float(v.min()):.2f} / {statistics.median(v.tolist()):.2f} / {float(v.max()):.2f}"
         print(f"  fused merge (clock64): count {mmm(count)}; the merging blocks ({len(last)}): count "
               f"{mmm(count[last])}, merge {mmm(rest[last])}, from the block's last warp done "
               f"{mmm((full[last, 14] - full[last, 12]).double() / clock)}  (min / median / max us)")

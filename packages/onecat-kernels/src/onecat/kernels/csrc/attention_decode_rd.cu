@@ -133,30 +133,10 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
   }
 }
 
-// Trace entries (_trace, tools/gpu/decode_trace.py): thread 0 of a block records %globaltimer (ns) in
-// tr[16 b + i] and clock64 in tr[16 b + 8 + i] at point i: 0 entry, 1 after the wait and the first
-// loads, 2 warp 0's first step done, 3 warp 0's loop done, 4 all warps done, 5 partials written,
-// 6 block end (after the fused merge's count, or its merge); tr[16 b + 7] = SM id | empty << 16;
-// tr[16 b + 15] = clock64 when the merge's count has resolved (flash_split_merge).
-ONECAT_DEVICE unsigned long long* rd_trace_row(unsigned long long* tr) {  // this block's 16 records
-  return tr + 16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
-}
-ONECAT_DEVICE unsigned long long* rd_trace_slots(unsigned long long* tr) {  // this block's row, or null
-  return tr ? rd_trace_row(tr) : nullptr;
-}
-ONECAT_DEVICE void rd_trace(unsigned long long* tr, int i) {
-  if (tr && threadIdx.x == 0) {
-    unsigned long long* row = rd_trace_row(tr), t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    row[i] = t;
-    row[8 + i] = clock64();
-    if (i == 0) {
-      unsigned sm;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-      row[7] = sm;
-    }
-  }
-}
+// Trace entries (_trace, tools/gpu/decode_trace.py; common.cuh block_trace) record at point i: 0 entry,
+// 1 after the wait and the first loads, 2 warp 0's first step done, 3 warp 0's loop done, 4 all warps
+// done, 5 partials written, 6 block end (after the fused merge's count, or its merge); row[7] has the
+// empty flag (1 << 16); row[15] = clock64 when the merge's count has resolved (flash_split_merge).
 
 // W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
 // Returns the request's token (qs) for the fused merge.
@@ -171,7 +151,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   __shared__ __align__(16) float o_s[W][8][D];
   __shared__ float m_s[W][8], l_s[W][8];
 
-  rd_trace(tr, 0);
+  block_trace(tr, 0);
   pdl_launch_dependents();
   if (!a.meta_ready) pdl_wait();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -204,7 +184,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   if (kstart >= kend) {  // nothing in this partition: empty partials (the fused merge counts them)
     pdl_wait();
     flash_empty_partials<D, true>(a, p, qs, kvh, 0, group, threadIdx.x, 32 * W);
-    if (tr && threadIdx.x == 0) rd_trace_row(tr)[7] |= 1u << 16;
+    if (tr && threadIdx.x == 0) block_trace_row(tr)[7] |= 1u << 16;
     return qs;
   }
 
@@ -269,7 +249,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
     if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
-  rd_trace(tr, 1);
+  block_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
   unsigned qa[D / 32][4];
@@ -361,10 +341,10 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
       if (k >= s_hi) break;
       step_math(buf[u], base + KS * k);
       if (k + NBUF < s_hi) load(k + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
-      if (k == s_lo) rd_trace(tr, 2);
+      if (k == s_lo) block_trace(tr, 2);
     }
   }
-  rd_trace(tr, 3);
+  block_trace(tr, 3);
 
   // Merge the W warps: (m, l) per head, O per head and dim through shared memory.
 #pragma unroll
@@ -386,7 +366,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
       o_s[warp][2 * q + 1][dim] = o[mt][2 * r + 1];
     }
   __syncthreads();
-  rd_trace(tr, 4);
+  block_trace(tr, 4);
   const i64 row0 = (i64)qs * a.hq + kvh * group, prow0 = (i64)p * a.n_tokens * a.hq + row0;
   if (threadIdx.x < group) {  // head h's M, L and the warps' weights 2^(m_w - M) / L, in place of m_s
     const int h = threadIdx.x;
@@ -421,7 +401,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     else
       *reinterpret_cast<float2*>(a.part_o + (prow0 + h) * D + c) = make_float2(o0, o1);
   }
-  rd_trace(tr, 5);
+  block_trace(tr, 5);
   return qs;
 }
 
@@ -447,8 +427,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     const int qs = decode_rd_body<D, KV, NBUF, W>(a, TR);                                              \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
-                               v_mul, qs, rd_trace_slots(TR));                                         \
-    rd_trace(TR, 6);                                                                                   \
+                               v_mul, qs, block_trace_row_or_null(TR));                                         \
+    block_trace(TR, 6);                                                                                   \
   }
 // FP16: one load set (the next step's loads issued after a step's math); FP8, half the bytes: two.
 #define DECODE_RD_KINDS(D, W, SUFFIX, BPS, TR, ...)                                                   \

@@ -123,6 +123,31 @@ ONECAT_DEVICE void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a
 #endif
 }
 
+// Per-block traces (the kernels' _trace entries; tools/gpu/decode_trace.py, gemm_trace.py read them):
+// a row of 16 u64 per block, blocks in linear grid order; thread 0 records %globaltimer (ns) in row[i]
+// and clock64 in row[8 + i] at the kernel's point i < 7, the SM id in row[7] at point 0 (a kernel may
+// add flags from bit 16); row[15] is the kernel's own (an extra clock64). tr == nullptr: no trace (the
+// routed entries: every call folds away).
+ONECAT_DEVICE unsigned long long* block_trace_row(unsigned long long* tr) {
+  return tr + 16 * (((i64)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+}
+ONECAT_DEVICE unsigned long long* block_trace_row_or_null(unsigned long long* tr) {
+  return tr ? block_trace_row(tr) : nullptr;
+}
+ONECAT_DEVICE void block_trace(unsigned long long* tr, int i) {
+  if (tr && threadIdx.x == 0) {
+    unsigned long long* row = block_trace_row(tr), t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    row[i] = t;
+    row[8 + i] = clock64();
+    if (i == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      row[7] = sm;
+    }
+  }
+}
+
 // A block's count on a split-merge counter (by one thread, after a barrier that orders the block's
 // partial stores before it): one acq_rel atomic add, so the partial is released before the count and
 // the block that counts last acquires the others' (SASS on sm_90: the release fence before the atomic,

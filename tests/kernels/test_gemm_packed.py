@@ -223,6 +223,15 @@ def test_forced_split_is_clamped(launches, small):
     assert launches[1][1][1] == 2  # 40 rows in m32 tiles
 
 
+def test_trace_only_register_direct(launches, small):
+    """A trace buffer with a tile that has no traced entry (the shared-memory tiles) is refused before
+    any launch."""
+    x = torch.zeros(20, 256, dtype=torch.float16)
+    with pytest.raises(ValueError, match="only the register-direct tiles"):
+        gemm_ops.gemm_launch(x, small["q4_0"], None, "m32", 1, trace=torch.zeros(64, 16, dtype=torch.int64))
+    assert launches == []
+
+
 def test_eight_warp_tile_launch(launches, small):
     """m32t: 256 threads and K-steps of 128 (4 of them at K = 512: 3 splits asked, 2 of 2 steps)."""
     gemm_ops.gemm_launch(torch.zeros(20, 256, dtype=torch.float16), small["q4_0"], None, "m32t", 1)
@@ -331,6 +340,30 @@ def test_register_direct_tiles():
     x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
     with pytest.raises(ValueError, match="K % 128"):
         gemm_ops.gemm_launch(x, w, None, "r32", 1)
+
+
+@needs_rd
+def test_register_direct_traced():
+    """The _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
+    and split-K; every block records entry <= each point <= end (the count only when split); a buffer
+    too small is refused before any launch."""
+    x, w, b = _inputs("q4_0", 40, 6144, 4096, True, SEED)
+    for tile, t in gemm_ops.RD_TILES.items():
+        if x.shape[0] > t.bm:
+            continue
+        for splits in (1, 4):
+            tr = torch.zeros(4096, 16, dtype=torch.int64, device="cuda")
+            want = gemm_ops.gemm_launch(x, w, b, tile, splits)
+            got = gemm_ops.gemm_launch(x, w, b, tile, splits, trace=tr)
+            assert torch.equal(got, want), (tile, splits)
+            blocks = -(-6144 // t.bn) * -(-40 // t.bm) * splits
+            rows = tr[:blocks].cpu()
+            assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
+            for i in (1, 2, 3, 4, 6):
+                assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
+            assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
+    with pytest.raises(ValueError, match="packed GEMM trace: need a contiguous int64 tensor"):
+        gemm_ops.gemm_launch(x, w, b, "r32", 4, trace=torch.zeros(16, 16, dtype=torch.int64, device="cuda"))
 
 
 @gpu

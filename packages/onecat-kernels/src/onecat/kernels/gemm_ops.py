@@ -54,6 +54,8 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K up to 32 rows take r32w there
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
+# the same tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
+_RD_TRACE = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_trace", "ppppppppiiiiip", pdl=True) for t in RD_TILES}
 
 
 @functools.lru_cache(maxsize=None)
@@ -156,9 +158,11 @@ def _tile(name: str) -> GemmTile:
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False):
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
-    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl)."""
+    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (register-direct tiles only): a
+    contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
+    timestamps (csrc common.cuh block_trace; tools/gpu/gemm_trace.py reads them)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
@@ -182,9 +186,19 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
         kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
+        extra = ()
+        if trace is not None:
+            blocks = gx * gy * splits
+            if tile not in RD_TILES or tiled:
+                raise ValueError(f"packed GEMM trace: only the register-direct tiles {sorted(RD_TILES)} have one")
+            if not (trace.dtype == torch.int64 and trace.device == x.device and trace.is_contiguous()
+                    and trace.numel() >= 16 * blocks):
+                raise ValueError(f"packed GEMM trace: need a contiguous int64 tensor of >= {16 * blocks} elements on "
+                                 f"{x.device}, got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
+            kern, extra = _RD_TRACE[tile], (trace.data_ptr(),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, device=x.device)
+                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
     return out
 
 

@@ -27,11 +27,12 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
   }
 }
 
-// cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x.
+// cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
+// tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
 template <int BM, int BN, int C_LD, int THREADS>
 ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
-                                 int t, unsigned& last_block) {
+                                 int t, unsigned& last_block, unsigned long long* tr = nullptr) {
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
   if (S == 1) {
@@ -44,6 +45,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
       v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
       store_out8(out + (i64)gm * N, gn, N, v, bias);
     }
+    block_trace(tr, 4);
     return;
   }
   // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
@@ -64,6 +66,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
         if (gn + e < N) dst[e] = src[e];
     }
   }
+  block_trace(tr, 4);
   // Release / acquire by thread 0's count (common.cuh count_acq_rel), the barriers ordering the block's
   // own stores and loads against it (as attention_flash.cuh's merge): once per block, not every thread's
   // __threadfence (a sequentially consistent MEMBAR.SC each: 6% of r32's stall samples, H200 s12 ncu).
@@ -74,6 +77,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
     last_block = last;
   }
   __syncthreads();
+  block_trace(tr, 5);
   if (!last_block) return;
   for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;

@@ -74,7 +74,7 @@ template <int MT, int NB, int KS, int PDW, int PDX>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                             int steps_per_split) {
+                             int steps_per_split, unsigned long long* tr = nullptr) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -88,6 +88,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   __shared__ unsigned last_block;
   __half* sh = reinterpret_cast<__half*>(smem);
 
+  block_trace(tr, 0);
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
   const int nch = K >> 5, nsteps = nch / (4 * KS);
@@ -209,6 +210,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     stash_x(rs[0], 0);
   }
   __syncthreads();
+  block_trace(tr, 1);
   for (int st0 = s_begin; st0 < s_end; st0 += R) {
 #pragma unroll
     for (int u = 0; u < R; ++u) {  // step st: its W in rs[u], its x in stage (st - s_begin) & 1
@@ -220,9 +222,11 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
         compute(rs[u], buf);
         if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
         __syncthreads();
+        if (st == s_begin) block_trace(tr, 2);
       }
     }
   }
+  block_trace(tr, 3);
 
   pdl_launch_dependents();  // the next kernel's blocks may start during this epilogue
   // epilogue: accumulators -> fp32 staging [BM][C_LD] (the stages are free after the last barrier)
@@ -236,18 +240,25 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
       *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
     }
   __syncthreads();
-  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
+  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr);
 }
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
-// launch signature (qh, gchunks unused).
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
-  extern "C" __global__ void __launch_bounds__(128) gemm_rd_q4_0_##TILE(                                 \
+// launch signature (qh, gchunks unused); _trace entries (not routed; tools/gpu/gemm_trace.py) take a
+// trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
+// out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
+// partial) stored, 5 the split-K count resolved, 6 block end.
+#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, TR, ...)                                                  \
+  extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
-      int K, int gchunks, int steps_per_split) {                                                         \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);   \
+      int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, TR); \
+    block_trace(TR, 6);                                                                                  \
   }
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, nullptr, )                                     \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, trace, , unsigned long long* trace)
 GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
 GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
 GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)

@@ -183,14 +183,7 @@ def _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, slidi
     qk = scale * k_mul * (1.0 if cap > 0 else LOG2E)
     # fused merge: one counter per (request, KV head, row chunk); none (null) -> attn_reduce below
     counters = cuda_ops.split_counters(query.device, b * hk * nchunks) if fused and nparts > 1 else None
-    extra = ()
-    if trace is not None:  # 16 int64 per block, written by the kernel's thread 0s
-        blocks = nchunks * hk * b * nparts
-        if not (trace.dtype == torch.int64 and trace.device == query.device and trace.is_contiguous()
-                and trace.numel() >= 16 * blocks):
-            raise ValueError(f"trace: need a contiguous int64 tensor of >= {16 * blocks} elements on {query.device}, "
-                             f"got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
-        extra = (trace.data_ptr(),)
+    extra = () if trace is None else (cuda_ops.trace_pointer(trace, nchunks * hk * b * nparts, query.device, "trace"),)
     _launch(kernels[(d, kv)], (nchunks, hk, b * nparts), (threads, 1, 1), out.data_ptr(),
             0 if part_o is None else part_o.data_ptr(), 0 if part_ml is None else part_ml.data_ptr(),
             *((0 if counters is None else counters.data_ptr(),) if fused else ()),
@@ -225,7 +218,7 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `warps`
     per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one.
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
-    timestamps there (csrc rd_trace; tools/gpu/decode_trace.py reads them)."""
+    timestamps there (csrc common.cuh block_trace; tools/gpu/decode_trace.py reads them)."""
     if trace is not None:
         if query.shape[-1] != 128:
             raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {query.shape[-1]}")

@@ -46,6 +46,16 @@ def _ptr(t) -> int:
     return 0 if t is None else t.data_ptr()
 
 
+def trace_pointer(trace: torch.Tensor, blocks: int, device: torch.device, what: str) -> int:
+    """The pointer a kernel's _trace entry takes (csrc common.cuh block_trace: 16 int64 per block of the
+    launch's `blocks`), after checking `trace` can hold them; a ValueError naming `what` otherwise."""
+    if not (trace.dtype == torch.int64 and trace.device == device and trace.is_contiguous()
+            and trace.numel() >= 16 * blocks):
+        raise ValueError(f"{what}: need a contiguous int64 tensor of >= {16 * blocks} elements on {device}, "
+                         f"got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
+    return trace.data_ptr()
+
+
 def cuda_index(device: torch.device) -> int:
     """The index of a CUDA device: its own, or the current device's for a bare 'cuda'."""
     return device.index if device.index is not None else torch.cuda.current_device()

@@ -190,14 +190,10 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
         extra = ()
         if trace is not None:
-            blocks = gx * gy * splits
             if tile not in RD_TILES or tiled:
                 raise ValueError(f"packed GEMM trace: only the register-direct tiles {sorted(RD_TILES)} have one")
-            if not (trace.dtype == torch.int64 and trace.device == x.device and trace.is_contiguous()
-                    and trace.numel() >= 16 * blocks):
-                raise ValueError(f"packed GEMM trace: need a contiguous int64 tensor of >= {16 * blocks} elements on "
-                                 f"{x.device}, got {trace.dtype} {tuple(trace.shape)} on {trace.device}")
-            kern, extra = _RD_TRACE[tile], (trace.data_ptr(),)
+            kern = _RD_TRACE[tile]
+            extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, *extra, device=x.device)

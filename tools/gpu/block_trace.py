@@ -32,10 +32,10 @@ def recorded(tr: torch.Tensor) -> torch.Tensor:
     return tr[tr[:, 0] != 0]
 
 
-def points(rows: torch.Tensor, names: dict[int, str]) -> list[str]:
-    """Per point i (globaltimer, from the first block's entry): 'name at min .. median .. max us' over the
-    blocks that recorded it."""
-    t0 = int(rows[:, 0].min())
+def points(rows: torch.Tensor, names: dict[int, str], t0: int | None = None) -> list[str]:
+    """Per point i (globaltimer ns from t0, by default the first of these blocks' entries): 'name at
+    min .. median .. max us' over the blocks that recorded it."""
+    t0 = int(rows[:, 0].min()) if t0 is None else t0
     out = []
     for i, name in names.items():
         col = rows[:, i][rows[:, i] != 0]
@@ -48,3 +48,22 @@ def points(rows: torch.Tensor, names: dict[int, str]) -> list[str]:
 def phase(rows: torch.Tensor, a: int, b: int, clock: float) -> torch.Tensor:
     """Per block, us from point a to point b by clock64 (both recorded)."""
     return (rows[:, 8 + b] - rows[:, 8 + a]).double() / clock
+
+
+def middle_of_three(launch, traces: list[torch.Tensor]) -> float:
+    """Three traced calls (launch(i) records into traces[i]), each run once to compile and warm, the
+    traces cleared, then the three back to back: CUDA-event us around the middle one (its trace is the
+    one to read; the first's shows when the previous call ended)."""
+    for i in range(3):
+        launch(i)
+    torch.cuda.synchronize()
+    for t in traces:
+        t.zero_()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    launch(0)
+    ev[0].record()
+    launch(1)
+    ev[1].record()
+    launch(2)
+    torch.cuda.synchronize()
+    return ev[0].elapsed_time(ev[1]) * 1e3

@@ -24,9 +24,11 @@ from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
 sys.path.insert(0, "tools/gpu")
-from block_trace import mmm, sm_clock_mhz  # noqa: E402
+from block_trace import middle_of_three, mmm, phase, points, sm_clock_mhz  # noqa: E402
 from decode_attention_row import KV  # noqa: E402
-PHASES = ["wait+loads", "first step", "loop", "other warps", "partials", "merge"]
+POINTS = {1: "after wait+loads", 2: "first step done", 3: "warp 0 loop done", 4: "all warps done",
+          5: "partials written", 6: "block end"}
+PHASES = ["wait+loads", "first step", "loop", "other warps", "partials", "merge"]  # between consecutive points
 
 
 def kv_set(kv: str, batch: int, ctx: int, seed: int, host_written: bool = True):
@@ -48,25 +50,13 @@ def run(kv: str, batch: int, ctx: int, out: list | None = None) -> None:
     sets = [kv_set(kv, batch, ctx, 10 + i) for i in range(3)]
     blocks = 8 * batch * 1024
     trs = [torch.zeros(blocks, 16, dtype=torch.int64, device="cuda") for _ in sets]
-    for s, t in zip(sets, trs):  # compile, warm
-        attention_ops.paged_attention_rd(*s, trace=t)
-    torch.cuda.synchronize()
-    for t in trs:
-        t.zero_()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    attention_ops.paged_attention_rd(*sets[0], trace=trs[0])
-    ev[0].record()
-    attention_ops.paged_attention_rd(*sets[1], trace=trs[1])
-    ev[1].record()
-    attention_ops.paged_attention_rd(*sets[2], trace=trs[2])
-    torch.cuda.synchronize()
-    summarize(kv, batch, ctx, trs[1].cpu(), trs[0].cpu(),
-              ev[0].elapsed_time(ev[1]) * 1e3, sm_clock_mhz(), out)
+    events_us = middle_of_three(lambda i: attention_ops.paged_attention_rd(*sets[i], trace=trs[i]), trs)
+    summarize(kv, batch, ctx, trs[1].cpu(), trs[0].cpu(), events_us, sm_clock_mhz(), out)
 
 
 def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tensor, events_us: float, clock: float,
               out: list | None = None) -> None:
-    """Print one case from its blocks' records (rows of 16 int64, see csrc rd_trace) and the previous
+    """Print one case from its blocks' records (rows of 16 int64, see csrc common.cuh block_trace) and the previous
     call's; append the raw records to `out`."""
     tr = tr[tr[:, 0] != 0]
     prev = prev[prev[:, 0] != 0]
@@ -82,14 +72,9 @@ def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tenso
           f"{us(tr[:, 6].max()):.1f} us (from the first block's entry)")
     print(f"  previous call's last block end at {us(prev[:, 6].max()):+.1f} us; this call's blocks enter "
           f"{us(tr[:, 0].min()):.1f} .. {us(tr[:, 0].max()):.1f} us (median {us(tr[:, 0].median()):.1f})")
-    for i, name in ((1, "after wait+loads"), (2, "first step done"), (3, "warp 0 loop done"), (4, "all warps done"),
-                    (5, "partials written"), (6, "block end")):
-        col = full[:, i]
-        print(f"  {name:18} at {us(col.min()):6.1f} .. median {us(col.median()):6.1f} .. max {us(col.max()):6.1f} us")
-    cyc = (full[:, 9:15] - full[:, 8:14]).double() / clock  # us per phase at the SM clock
-    print(f"  per block (clock64 at {clock:.0f} MHz): " + ", ".join(
-        f"{n} {float(cyc[:, j].min()):.2f} / {statistics.median(cyc[:, j].tolist()):.2f} / {float(cyc[:, j].max()):.2f}"
-        for j, n in enumerate(PHASES)) + "  (min / median / max us)")
+    print("\n".join(points(full, POINTS, t0)))
+    print(f"  per block (clock64 at {clock:.0f} MHz): "
+          + ", ".join(f"{n} {mmm(phase(full, j, j + 1, clock))}" for j, n in enumerate(PHASES)) + "  (min / median / max us)")
     # the fused merge (slot 15: the clock when the count resolved): its count, then the group's merge
     # in the block that counted last (per group the block with the longest time after its count)
     if bool((full[:, 15] != 0).all()):

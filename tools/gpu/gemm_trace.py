@@ -24,7 +24,7 @@ from onecat.kernels import gemm_ops
 from onecat.kernels.bench import packed_gpu
 
 sys.path.insert(0, "tools/gpu")
-from block_trace import mmm, phase, points, recorded, sm_clock_mhz  # noqa: E402
+from block_trace import middle_of_three, mmm, phase, points, recorded, sm_clock_mhz  # noqa: E402
 
 POINTS = {1: "first loads out", 2: "first step done", 3: "K loop done", 4: "tile / partial stored",
           5: "split-K count resolved", 6: "block end"}
@@ -43,20 +43,8 @@ def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list)
     t = gemm_ops.RD_TILES[tile]
     blocks = -(-n // t.bn) * -(-m // t.bm) * splits
     trs = [torch.zeros(blocks + 64, 16, dtype=torch.int64, device="cuda") for _ in range(3)]
-    for x, w, tr in zip(xs, ws, trs):  # compile, warm
-        gemm_ops.gemm_launch(x, w, None, tile, splits, trace=tr)
-    torch.cuda.synchronize()
-    for tr in trs:
-        tr.zero_()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-    gemm_ops.gemm_launch(xs[0], ws[0], None, tile, splits, trace=trs[0])
-    ev[0].record()
-    gemm_ops.gemm_launch(xs[1], ws[1], None, tile, splits, trace=trs[1])
-    ev[1].record()
-    gemm_ops.gemm_launch(xs[2], ws[2], None, tile, splits, trace=trs[2])
-    torch.cuda.synchronize()
+    events_us = middle_of_three(lambda i: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, splits, trace=trs[i]), trs)
     rows, clock = recorded(trs[1].cpu()), sm_clock_mhz()
-    events_us = ev[0].elapsed_time(ev[1]) * 1e3
     sms, resident = gemm_ops.gemm_slots("q4_0", torch.device("cuda"))
     t0 = int(rows[:, 0].min())
     per_sm = resident.get(tile, 1)

@@ -157,14 +157,20 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const int kvh = blockIdx.y, b = blockIdx.z / a.nparts, p = blockIdx.z % a.nparts;
   const int* bt = a.block_tables + (i64)b * a.bt_stride;
+  // This warp's first of a partition's ns KS-key steps (contiguous quarters; ns when it has none)
+  auto warp_first_step = [&](int ns) { return min(ns, warp * ((ns + W - 1) >> W_LOG2)); };
+  // The pages of the RD_SEG-key segment sg within a partition [ks, ke): the first page, returns the count
+  auto segment_pages = [&](int sg, int ks, int ke, int& fp) {
+    const int k0 = max(sg * RD_SEG, ks), k1 = min((sg + 1) * RD_SEG, ke);
+    fp = k0 >> a.bs_shift;
+    return ((k1 - 1) >> a.bs_shift) - fp + 1;
+  };
   // The first segment this warp stages (below) for a partition [ks, ke): its segment, first page and
   // page count; false when the warp has no step there.
   auto first_segment = [&](int ks, int ke, int& sg, int& fp, int& n) {
-    const int bse = ks & ~(KS - 1), ns = (ke - bse + KS - 1) / KS, sl = min(ns, warp * ((ns + W - 1) >> W_LOG2));
+    const int bse = ks & ~(KS - 1), ns = (ke - bse + KS - 1) / KS, sl = warp_first_step(ns);
     sg = max(bse + KS * sl, ks) / RD_SEG;
-    const int k0 = max(sg * RD_SEG, ks), k1 = min((sg + 1) * RD_SEG, ke);
-    fp = k0 >> a.bs_shift;
-    n = ((k1 - 1) >> a.bs_shift) - fp + 1;
+    n = segment_pages(sg, ks, ke, fp);
     return sl < ns;
   };
   // Speculative staging: the page ids of that segment for the partition the plan gives a request that
@@ -190,7 +196,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 
   // This warp's steps [s_lo, s_hi) of the partition's KS-key steps from kstart rounded down to KS
   const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> W_LOG2;
-  const int s_lo = min(nsteps, warp * per), s_hi = min(nsteps, s_lo + per);
+  const int s_lo = warp_first_step(nsteps), s_hi = min(nsteps, s_lo + per);
   const int bs_mask = (1 << a.bs_shift) - 1;
   const i64 row_bytes = (i64)a.hk * D * EB;
   const unsigned char* kc = a.kc + (i64)kvh * D * EB;
@@ -200,9 +206,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   auto stage = [&](int key) {  // page ids of the RD_SEG-key segment holding `key` (warp-uniform)
     __syncwarp();
     seg = key / RD_SEG;
-    const int k0 = max(seg * RD_SEG, kstart), k1 = min((seg + 1) * RD_SEG, kend);
-    first_page = k0 >> a.bs_shift;
-    for (int i = lane, n = ((k1 - 1) >> a.bs_shift) - first_page + 1; i < n; i += 32) pages[i] = bt[first_page + i];
+    for (int i = lane, n = segment_pages(seg, kstart, kend, first_page); i < n; i += 32) pages[i] = bt[first_page + i];
     __syncwarp();
   };
   if (sp && kstart == sp_ks && kend == sp_ks + a.part) {  // the speculation holds: stage() would load these

@@ -256,7 +256,8 @@ def decode_launches(monkeypatch):
 
 def _assert_fused(calls, label):
     """One decode launch that split the keys (nparts > 1) and merged them itself (a counter array,
-    no attn_reduce), every counter of the array back at zero after it. Arguments counted from the front: traced entries take a pointer after them."""
+    no attn_reduce), every counter of the array back at zero after it. Arguments counted from the
+    front: traced entries take a pointer after them."""
     assert len(calls) == 1 and calls[0][0].startswith("attn_decode_"), (label, [c[0] for c in calls])
     args = calls[0][2]
     nparts, counters = args[len(attention_ops._SIG_FUSED) - 6], args[3]

@@ -34,7 +34,9 @@ SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list) -> None:
     gen = torch.Generator(device="cuda").manual_seed(n + k + m)
     if tile is None:
-        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", torch.device("cuda")))
+        dev = torch.device("cuda")
+        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", dev),
+                                           rd=gemm_ops.rd_fits("q4_0", k, dev))
     if tile not in gemm_ops.RD_TILES:
         raise SystemExit(f"{n}x{k} M {m}: tile {tile} has no trace entry (register-direct tiles: "
                          f"{sorted(gemm_ops.RD_TILES)})")

@@ -3,7 +3,7 @@
 # packed-GEMM GPU tests (incl. the traced entries against the route, bit for bit), then
 # tools/gpu/gemm_trace.py on llama3-8b's q4_0 matrices at M 32 and 64 with the route's tile and split
 # (per block: ramp, first step, K loop, store, split-K count and merge; raw rows in trace.json), then
-# gemm_bench.py --rd-only: every register-direct tile (incl. the not-routed r32n / r64n) x split at M
+# gemm_bench.py --rd-only: every register-direct tile (incl. the not-routed A/B ones) x split at M
 # 32 / 64. Results under $OUT: tests.txt, trace.txt, trace.json, bench.txt, bench.json.
 #   OUT=$OUT bash tools/gpu/gemm_trace_check.sh [N:K:M[:TILE:SPLITS] ...]   # carry .whl
 set -u

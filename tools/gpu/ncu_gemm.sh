@@ -4,7 +4,7 @@
 set -u
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-SPECS=("$@"); [ ${#SPECS[@]} -gt 0 ] || SPECS=("28672 r32 1" "4096 r32n 4" "28672 m32w 2")
+SPECS=("$@"); [ ${#SPECS[@]} -gt 0 ] || SPECS=("28672 r32 1" "4096 r32 4" "28672 m32w 2")
 for spec in "${SPECS[@]}"; do
 set -- $spec
 echo "== ncu $2 x$3 N=$1 K=4096 M=32"

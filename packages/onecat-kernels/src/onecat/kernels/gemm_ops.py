@@ -47,9 +47,7 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
-RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128),
-            # A/B (not routed: gemm_shape names its tiles; tools/gpu/gemm_bench.py --rd-only times them)
-            "r32n": GemmTile(32, 32, 2, 128), "r64n": GemmTile(64, 32, 2, 128)}
+RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128), "r64": GemmTile(64, 64, 2, 128)}
 RD_MIN_CAPABILITY = (8, 0)
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%

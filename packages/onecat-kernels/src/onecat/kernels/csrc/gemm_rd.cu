@@ -262,14 +262,15 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 32)
 GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 32, N >= 16384 or K >= 8192)
 GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (route: M <= 64)
-// A/B (s15, not routed, not yet timed): one n8 block per warp (BN 32): half the registers (r32n 124:
-// 4 blocks per SM, r64n 217) and twice the tiles, so fewer K splits fill the GPU (a shorter split-K
-// epilogue), for twice the x loads per MMA
-GEMM_RD(r32n, 2, 1, 1, 2, 2)
-GEMM_RD(r64n, 4, 1, 1, 2, 2)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three
 // above by more than 1% on a llama3-8b matrix, so neither W latency nor x traffic is what holds them back.
 // s15: registers held for one more block per SM (r64 / r32w at 3, r32 at 4; a few spills, W or x one step
 // ahead) 8-100% slower on every llama3-8b matrix at M 32 / 64.
+// s16 (benchmarks/results/h200-2026-11-30-s16): one n8 block per warp (r32n 124 registers, 4 blocks per SM;
+// r64n 217): r32n 15-51% slower at M 32, r64n 23-58% at M 64; r32w with x two steps ahead (216) 49.2 / 29.8
+// us on gate_up / down (r32w 43.0 / 26.7), W three ahead too (248) 43.1 / 27.5; streamed (stream-K: 264
+// blocks sharing tiles x K-steps evenly, so no SM holds one block beside SMs holding two) 1.2-1.6x slower
+// on every matrix: each extra tile a block starts pays the W pipeline's ramp again (~3.5 us) and its
+// parts' merge (~4.5 us), more than the balance saves.

@@ -156,26 +156,28 @@ def test_every_slot_kernel_has_a_block_shape(rd):
 
 
 def test_gemm_shape_register_direct():
-    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K) / r64 up to 64 rows, at most
-    RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4 K-steps of 128, no second wave;
-    beyond 64 rows the shared-memory tiles."""
+    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K) up to 64 rows (two row
+    tiles past 32), at most RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4
+    K-steps of 128, no second wave; beyond 64 rows the shared-memory tiles."""
     h200 = {"m32": 4, "m64": 3, "m128": 2, "m32w": 4, "m64w": 2, "r32": 3, "r32w": 2, "r64": 2}
     rd = dict(rd=True)
     assert gemm_ops.gemm_shape(32, 6144, 4096, 132, h200, **rd) == ("r32", 4)  # the H200's best (s11)
     assert gemm_ops.gemm_shape(32, 4096, 4096, 132, h200, **rd) == ("r32", 4)
     assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
     assert gemm_ops.gemm_shape(17, 4096, 14336, 132, h200, **rd) == ("r32w", 8)  # the H200's best (s11, s12)
-    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("r64", 4)
-    assert gemm_ops.gemm_shape(64, 6144, 4096, 132, h200, **rd) == ("r64", 2)
-    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r64", 1)
-    assert gemm_ops.gemm_shape(40, 4096, 512, 132, h200, **rd) == ("r64", 1)  # 4 K-steps: no split
+    # the H200's best at M 48 and 64 (s16)
+    assert gemm_ops.gemm_shape(64, 6144, 4096, 132, h200, **rd) == ("r32", 2)
+    assert gemm_ops.gemm_shape(48, 4096, 4096, 132, h200, **rd) == ("r32", 3)
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
+    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("r32w", 4)
+    assert gemm_ops.gemm_shape(40, 4096, 512, 132, h200, **rd) == ("r32", 1)  # 4 K-steps: no split
     assert gemm_ops.gemm_shape(65, 4096, 4096, 132, h200, **rd)[0] not in gemm_ops.RD_TILES
     for m in range(17, 65):
         for n, k in ((80, 128), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
             tile, s = gemm_ops.gemm_shape(m, n, k, 132, h200, **rd)
             t = gemm_ops.RD_TILES[tile]
-            long_k = m <= 32 and k >= gemm_ops.RD_LONG_K
-            assert m <= t.bm and (t.bm == 64) == (m > 32) and (t.bn == 128) == (m <= 32 and (n >= 16384 or long_k))
+            long_k = k >= gemm_ops.RD_LONG_K
+            assert t.bm == 32 and (t.bn == 128) == (n >= 16384 or long_k), (m, n, k, tile)
             cap = gemm_ops.RD_LONG_K_SPLITS if long_k else gemm_ops.RD_MAX_SPLITS
             assert 1 <= s <= cap and (s == 1 or k // t.bk >= 4 * s)
             assert s == 1 or s * -(-n // t.bn) * -(-m // t.bm) <= 132 * h200[tile]
@@ -323,15 +325,13 @@ def test_every_tile_and_split(kind):
 @gpu
 @needs_rd
 def test_register_direct_tiles():
-    """gemm_rd_q4_0_<tile> against the float reference: M up to the tile's rows (ragged), N not a
-    multiple of the tile (128 / 64) nor of 8, K from one step to 4096, bias, splits incl. uneven."""
+    """gemm_rd_q4_0_<tile> against the float reference: M up to 64 (ragged; 32-row tiles two high), N
+    not a multiple of the tile (128 / 64) nor of 8, K from one step to 4096, bias, splits incl. uneven."""
     for m, n, k, bias in ((17, 72, 256, True), (32, 4096, 4096, False), (25, 200, 1280, True), (64, 83, 768, False),
                           (40, 6144, 4096, True), (33, 136, 256, False)):
         x, w, b = _inputs("q4_0", m, n, k, bias, SEED + m + n)
         ref = _ref(x, w, b)
-        for tile, t in gemm_ops.RD_TILES.items():
-            if m > t.bm or k % t.bk:
-                continue
+        for tile, t in gemm_ops.RD_TILES.items():  # 32-row tiles two high past 32 rows
             for splits in (1, 3, 8):
                 with cuda_ops.poison_outputs():
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)

@@ -29,11 +29,11 @@ SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, g
 SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
 
 
-def variants(m: int, k: int, rd: bool, rd_only: bool = False):
+def variants(m: int, k: int, rd: bool, rd_only: bool = False, splits=SPLITS):
     tiles = [] if rd and rd_only else list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
-    if rd:  # the register-direct q4_0 tiles (sm_80+)
-        tiles += [t for t, tile in gemm_ops.RD_TILES.items() if m <= tile.bm and k % tile.bk == 0]
-    return [(t, s) for t in tiles for s in SPLITS]
+    if rd and m <= 64:  # the register-direct q4_0 tiles (sm_80+), 32-row ones stacked two high at M > 32
+        tiles += [t for t, tile in gemm_ops.RD_TILES.items() if k % tile.bk == 0]
+    return [(t, s) for t in tiles for s in splits]
 
 
 def main() -> int:
@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=75.0, help="seconds after which variants are skipped")
     ap.add_argument("--rd-only", action="store_true", help="variants: only the register-direct tiles (where they fit)")
     ap.add_argument("--tiled", action="store_true", help="q4_0: time the GEMM-tiled layout's kernels too")
+    ap.add_argument("--splits", default=",".join(map(str, SPLITS)), help="K splits timed per tile")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     t_start = time.time()
@@ -84,7 +85,8 @@ def main() -> int:
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
-                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only):
+                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only,
+                                            tuple(int(v) for v in args.splits.split(","))):
                         if tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
                             with cuda_ops.poison_outputs():
                                 yr = gemm_ops.gemm_launch(xs[0], ws[0], None, tile, s)

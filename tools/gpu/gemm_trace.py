@@ -8,7 +8,9 @@ points' spread, the per-block phases by clock64, and for split-K the merging blo
 one with the longest time after its count). For G3 (#7): how much of a batch-32 / 64 GEMM is ramp,
 K loop and epilogue.
 
-    python tools/gpu/gemm_trace.py [--json RAW.json] [N:K:M[:TILE:SPLITS] ...]
+    python tools/gpu/gemm_trace.py [--json RAW.json] [--l2] [N:K:M[:TILE:SPLITS] ...]
+        (--l2: one weight set for the three launches, so a matrix that fits L2 is read from there:
+        whether a K loop waits on DRAM or on the SM)
         (default: llama3-8b's q4_0 matrices qkv 6144:4096, o 4096:4096, gate_up 28672:4096,
         down 4096:14336 at M 32 and 64, each with the route's tile and split: gemm_ops.gemm_shape)
 """
@@ -31,7 +33,7 @@ POINTS = {1: "first loads out", 2: "first step done", 3: "K loop done", 4: "tile
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]
 
 
-def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list) -> None:
+def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list, l2: bool = False) -> None:
     gen = torch.Generator(device="cuda").manual_seed(n + k + m)
     if tile is None:
         dev = torch.device("cuda")
@@ -40,7 +42,7 @@ def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list)
     if tile not in gemm_ops.RD_TILES:
         raise SystemExit(f"{n}x{k} M {m}: tile {tile} has no trace entry (register-direct tiles: "
                          f"{sorted(gemm_ops.RD_TILES)})")
-    ws = [packed_gpu(n, k, "q4_0", gen) for _ in range(3)]
+    ws = [packed_gpu(n, k, "q4_0", gen)] * 3 if l2 else [packed_gpu(n, k, "q4_0", gen) for _ in range(3)]
     xs = [torch.randn(m, k, device="cuda", generator=gen).half() for _ in range(3)]
     t = gemm_ops.RD_TILES[tile]
     blocks = -(-n // t.bn) * -(-m // t.bm) * splits
@@ -68,20 +70,24 @@ def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list)
         loop_end = rows.view(splits, per_tile, 16)[:, :, 3].max(0).values
         print(f"  merging blocks ({per_tile}): merge {mmm(after.max(0).values)}, from the tile's last K loop end "
               f"to its merge end {mmm((merging[:, 6] - loop_end).double() / 1e3)} us (globaltimer)")
-    out.append(dict(n=n, k=k, m=m, tile=tile, splits=splits, events_us=events_us, sm_clock_mhz=clock,
+    out.append(dict(n=n, k=k, m=m, tile=tile, splits=splits, l2=l2, events_us=events_us, sm_clock_mhz=clock,
                     trace=rows.tolist()))
 
 
 def main(argv: list[str]) -> int:
-    dump = None
+    dump, l2 = None, False
     if argv and argv[0] == "--json":
         dump, argv = argv[1], argv[2:]
+    if argv and argv[0] == "--l2":
+        l2, argv = True, argv[1:]
     cases = argv or [f"{n}:{k}:{m}" for m in (32, 64) for n, k in SHAPES]
-    print(f"register-direct GEMM trace, {torch.cuda.get_device_name(0)}; q4_0, weights from HBM; measured")
+    where = "one weight set reused (from L2 where it fits)" if l2 else "weights from HBM"
+    print(f"register-direct GEMM trace, {torch.cuda.get_device_name(0)}; q4_0, {where}; measured")
     out: list = []
     for c in cases:  # N:K:M[:TILE:SPLITS]
         f = c.split(":")
-        run(int(f[0]), int(f[1]), int(f[2]), f[3] if len(f) > 3 else None, int(f[4]) if len(f) > 4 else None, out)
+        run(int(f[0]), int(f[1]), int(f[2]), f[3] if len(f) > 3 else None, int(f[4]) if len(f) > 4 else None, out,
+            l2)
     if dump:
         with open(dump, "w") as fh:
             json.dump(out, fh)

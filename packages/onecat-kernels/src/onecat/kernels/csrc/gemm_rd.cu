@@ -26,7 +26,8 @@
 //  * x: the step's BM x BK tile in shared memory in A-operand order (one 16-byte load per slice and
 //    row tile, see the layout note below), loaded into registers PDX steps ahead (two 8-byte loads per
 //    16-byte slot) and stored into one of two stages: one barrier per step. W: PDW steps ahead, a ring
-//    of PDW + 1 register sets. Rows past M read row M - 1 (never written out), W rows past N row N - 1.
+//    of PDW + 1 register sets; r32w's loads ask the L2 for 128 bytes of the row (ldg_w: one step more
+//    waiting in L2). Rows past M read row M - 1 (never written out), W rows past N row N - 1.
 //  * Epilogue (gemm_epilogue.cuh): accumulators staged in shared memory, FP16 out or split-K partials
 //    merged by the tile's last block (fixed order).
 //  * Programmatic dependent launch (sm_90, gemm_ops launches it with the attribute): the first PDW
@@ -70,7 +71,36 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-template <int MT, int NB, int KS, int PDW, int PDX>
+// A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
+// bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
+// benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,
+// down 26.8 -> 26.2 / 39.0 -> 38.4; 256 bytes 1-2% behind that; r32 (SM-bound at 3 blocks per SM)
+// level, so it keeps plain loads.
+template <int PF>
+ONECAT_DEVICE uint4 ldg_w(const uint4* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
+  if constexpr (PF == 128) {
+    uint4 v;
+    asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+  }
+#endif
+  return __ldg(p);
+}
+template <int PF>
+ONECAT_DEVICE unsigned short ldg_s(const unsigned short* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  if constexpr (PF == 128) {
+    unsigned short v;
+    asm("ld.global.nc.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+  }
+#endif
+  return __ldg(p);
+}
+
+template <int MT, int NB, int KS, int PDW, int PDX, int PF = 0>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -135,8 +165,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     for (int b = 0; b < NB; ++b)
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
-        r.w[b][j] = __ldg(wp[b] + 4 * KS * st + j);
-        r.s[b][j] = __ldg(sp[b] + 4 * KS * st + j);
+        r.w[b][j] = ldg_w<PF>(wp[b] + 4 * KS * st + j);
+        r.s[b][j] = ldg_s<PF>(sp[b] + 4 * KS * st + j);
       }
   };
   auto fetch_x = [&](Regs& r, int st) {
@@ -248,20 +278,21 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 // trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
 // out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
 // partial) stored, 5 the split-K count resolved, 6 block end.
-#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, TR, ...)                                                  \
+#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, TR, ...)                                                  \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, TR); \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, TR); \
     block_trace(TR, 6);                                                                                  \
   }
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX)                                                               \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, nullptr, )                                     \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, trace, , unsigned long long* trace)
-GEMM_RD(r32, 2, 2, 1, 2, 2)   // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 64)
-GEMM_RD(r32w, 2, 4, 1, 2, 1)  // 32 x 128, x one step ahead (route: M <= 64, N >= 16384 or K >= 8192)
-GEMM_RD(r64, 4, 2, 1, 2, 2)   // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, PF, nullptr, )                                 \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, PF, trace, , unsigned long long* trace)
+GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 64)
+GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: M <= 64, N >= 16384
+                                   // or K >= 8192)
+GEMM_RD(r64, 4, 2, 1, 2, 2, 0)     // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

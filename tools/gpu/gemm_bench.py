@@ -6,7 +6,8 @@ torch.matmul on an fp16 weight of the same shape (cuBLAS, what a dequantized wei
 Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over weight sets
 > 160 MB so weights come from HBM. Table last.
 
-    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--rd-only] [--tiled] [--json out.json]
+    python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--rd-only] [--splits 1,2,4]
+        [--tiled] [--json out.json]
 
 --tiled (q4_0): also every decode tile x split on the GEMM-tiled layout (gemm_ops.tile_q4_0: each
 64-row tile's K-step contiguous), output checked bit-equal to the row-major kernel's; column "tiled".

@@ -74,12 +74,13 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
 // bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
 // benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,
-// down 26.8 -> 26.2 / 39.0 -> 38.4; 256 bytes 1-2% behind that; r32 (SM-bound at 3 blocks per SM)
+// down 26.8 -> 26.2 / 39.0 -> 38.4 (that A/B's scale loads asked for 256 bytes; the route's for 128,
+// as the engine ran it in call 12); 256-byte W loads 1-2% behind; r32 (SM-bound at 3 blocks per SM)
 // level, so it keeps plain loads.
 template <int PF>
 ONECAT_DEVICE uint4 ldg_w(const uint4* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   if constexpr (PF == 128) {
     uint4 v;
     asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -90,6 +91,7 @@ ONECAT_DEVICE uint4 ldg_w(const uint4* p) {
 }
 template <int PF>
 ONECAT_DEVICE unsigned short ldg_s(const unsigned short* p) {
+  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   if constexpr (PF == 128) {
     unsigned short v;
@@ -278,12 +280,13 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 // trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
 // out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
 // partial) stored, 5 the split-K count resolved, 6 block end.
-#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, TR, ...)                                                  \
+#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, TR, ...)                                           \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
-      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                    \
-      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,       \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, TR); \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF>(out, x, q, meta, bias, ws, counters, M, N, K,                 \
+                                           steps_per_split, TR);                                         \
     block_trace(TR, 6);                                                                                  \
   }
 #define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \

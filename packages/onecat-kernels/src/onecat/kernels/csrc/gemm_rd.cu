@@ -74,9 +74,9 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
 // bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
 // benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,
-// down 26.8 -> 26.2 / 39.0 -> 38.4 (that A/B's scale loads asked for 256 bytes; the route's for 128,
-// as the engine ran it in call 12); 256-byte W loads 1-2% behind; r32 (SM-bound at 3 blocks per SM)
-// level, so it keeps plain loads.
+// down 26.8 -> 26.2 / 39.0 -> 38.4 (that A/B's scale loads asked for 256 bytes; with 128 as routed,
+// call 13: gate_up 39.4 / 72.7, down 26.0 / 38.9); 256-byte W loads 1-2% behind; r32 (SM-bound at 3
+// blocks per SM) level, so it keeps plain loads.
 template <int PF>
 ONECAT_DEVICE uint4 ldg_w(const uint4* p) {
   static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");

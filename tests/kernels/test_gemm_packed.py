@@ -16,7 +16,7 @@ import zlib
 import pytest
 import torch
 
-from onecat.kernels import cuda_ops, gemm_ops, ops
+from onecat.kernels import cuda_ops, gemm_ops, linear_fused_ops, ops
 from onecat.kernels.driver import Kernel
 from onecat.kernels.registry import REFERENCE
 from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
@@ -88,6 +88,37 @@ def test_register_direct_admission(small, any_nvrtc):
     sel = _select(_problem(x, w, cap=(9, 0)))
     assert sel.provider.name == "cuda_pack_gemm_rd" and sel.refused["cuda_pack_gemm"] == [
         "lower priority than cuda_pack_gemm_rd"]
+
+
+def test_glu_epilogue_admission(any_nvrtc):
+    """rms_norm_linear with silu_and_mul at 17..64 rows of a q4_0 [gate | up] on sm_80+: cuda_pack_gemm_rd
+    (the norm, then the GEMM with the GLU epilogue); a V100, a bias or halves that are not whole tiles
+    keep the unfused route, and the report says why."""
+    gen = torch.Generator().manual_seed(1)
+    x, w = torch.zeros(32, 256, dtype=torch.float16), random_packed(256, 256, "q4_0", gen)
+    norm = torch.ones(256, dtype=torch.float16)
+
+    def select(x, w, cap, bias=None, act="silu_and_mul", **override):
+        p = ops.problem("rms_norm_linear", x, norm, 1e-5, w, x, bias, act)
+        params = dict(p.params) | override
+        return _select(dataclasses.replace(p, device="cuda", capability=cap, params=tuple(sorted(params.items()))))
+
+    sel = select(x, w, (9, 0))
+    assert sel.provider.name == "cuda_pack_gemm_rd", sel.refused
+    assert any("M=17-64: the normed-input GEMV is for one row" in r for r in sel.refused["cuda_gemv_norm"])
+    sel = select(x, w, (7, 0))
+    assert sel.provider.name == "unfused" and any("< 8.0" in r for r in sel.refused["cuda_pack_gemm_rd"])
+    for refused, why in ((select(x, w, (9, 0), act=None), "activation None: the GEMM epilogue is silu_and_mul only"),
+                         (select(x, w, (9, 0), bias=torch.zeros(256, dtype=torch.float16)),
+                          "bias with an activation: the GLU epilogue takes none"),
+                         (select(x, random_packed(192, 256, "q4_0", gen), (9, 0)),
+                          "N=192: the [gate | up] halves are not whole tiles (N / 2 % 64)")):
+        assert refused.provider.name != "cuda_pack_gemm_rd"
+        assert any(why in r for r in refused.refused["cuda_pack_gemm_rd"]), refused.refused["cuda_pack_gemm_rd"]
+    one = ops.problem("rms_norm_linear", torch.zeros(1, 256, dtype=torch.float16), norm, 1e-5, w, None, None,
+                      "silu_and_mul")
+    assert any("the register-direct tiles take 17..64" in r for r in linear_fused_ops.supports_gemm_glu(
+        dataclasses.replace(one, device="cuda", capability=(9, 0))))
 
 
 def test_refusal_reasons(small, any_nvrtc):
@@ -340,6 +371,51 @@ def test_register_direct_tiles():
     x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
     with pytest.raises(ValueError, match="K % 128"):
         gemm_ops.gemm_launch(x, w, None, "r32", 1)
+
+
+@gpu
+@needs_rd
+def test_register_direct_glu():
+    """The _glu entries give linear then silu_and_mul bit for bit (ragged rows, both halves' tiles at the
+    matrix's end, splits incl. uneven), within the float reference's tolerance; the GLU route of
+    rms_norm_linear equals the unfused one, eager and under CUDA-graph replay; a matrix whose halves
+    are not whole tiles is refused before any launch."""
+    for m, n, k in ((17, 256, 256), (32, 28672, 4096), (40, 384, 1280), (64, 512, 768)):
+        x, w, _ = _inputs("q4_0", m, n, k, False, SEED + m + n)
+        d = n // 2
+        y = _ref(x, w, None).half().float()
+        ref = torch.nn.functional.silu(y[:, :d]) * y[:, d:]
+        for tile in gemm_ops.RD_TILES:
+            if not gemm_ops.glu_fits(tile, n):
+                continue
+            for splits in (1, 3):
+                want = ops.silu_and_mul(gemm_ops.gemm_launch(x, w, None, tile, splits))
+                with cuda_ops.poison_outputs():
+                    got = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=True)
+                assert got.shape == (m, d) and torch.equal(got, want), (m, n, k, tile, splits)
+                assert _err(got, ref) <= TOL, (m, n, k, tile, splits)
+    x, w, _ = _inputs("q4_0", 20, 200, 256, False, SEED)  # halves of 100 rows: no tile's half divides them
+    with pytest.raises(ValueError, match="packed GEMM GLU"):
+        gemm_ops.gemm_launch(x, w, None, "r32", 1, glu=True)
+    gen = torch.Generator().manual_seed(SEED)
+    x, w, _ = _inputs("q4_0", 32, 28672, 4096, False, SEED)
+    res = torch.randn(32, 4096, generator=gen).half().cuda()
+    norm = (torch.rand(4096, generator=gen) + 0.5).half().cuda()
+    p = ops.problem("rms_norm_linear", x, norm, 1e-5, w, res, None, "silu_and_mul")
+    assert ops.registry.select(p).provider.name == "cuda_pack_gemm_rd"
+    h, want_res = ops.rms_norm(x, norm, 1e-5, res)
+    want = ops.silu_and_mul(ops.linear(h, w))
+    got, got_res = ops.rms_norm_linear(x, norm, 1e-5, w, res, None, "silu_and_mul")
+    assert torch.equal(got, want) and torch.equal(got_res, want_res)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, _ = ops.rms_norm_linear(x, norm, 1e-5, w, res, None, "silu_and_mul")
+    for i in range(2):
+        x.copy_(torch.randn(32, 4096, generator=torch.Generator().manual_seed(SEED + i)).half())
+        g.replay()
+        torch.cuda.synchronize()
+        h, _ = ops.rms_norm(x, norm, 1e-5, res)
+        assert torch.equal(out, ops.silu_and_mul(ops.linear(h, w))), i
 
 
 @needs_rd

@@ -49,7 +49,14 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                                                 None, None, None)),
                 Case("q4_k M=1 N=28672 K=4096 res glu", (x, norm_w(4096), 1e-5,
                                                          random_packed(28672, 4096, "q4_k", gen, "cuda"), res, None,
-                                                         "silu_and_mul"))]
+                                                         "silu_and_mul")),
+                # decode batches' gate_up: the register-direct GEMM with the GLU epilogue (sm_80+)
+                Case("q4_0 M=32 N=28672 K=4096 res glu", (_randn(gen, 32, 4096), norm_w(4096), 1e-5,
+                                                          random_packed(28672, 4096, "q4_0", gen, "cuda"),
+                                                          _randn(gen, 32, 4096), None, "silu_and_mul")),
+                Case("q4_0 M=40 N=384 K=1280 glu", (_randn(gen, 40, 1280), norm_w(1280), 1e-5,
+                                                    random_packed(384, 1280, "q4_0", gen, "cuda"), None, None,
+                                                    "silu_and_mul"))]
     if op == "rms_norm_qkv_rotary_cache":  # llama3-8b's attention input, q4_0, GPT-J and NeoX, 16-token pages
         from onecat.kernels.reference import rope_cos_sin
         kc, vc = _randn(gen, 64, 16, 8, 128), _randn(gen, 64, 16, 8, 128)

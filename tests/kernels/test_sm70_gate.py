@@ -143,7 +143,7 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
 
 
 # register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu): the routed tiles and their traced entries
-RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_TRACE.values()]}
+RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_GLU.values(), *gemm_ops._RD_TRACE.values()]}
 
 
 def test_register_direct_gemm_is_sm80_only(tmp_path):

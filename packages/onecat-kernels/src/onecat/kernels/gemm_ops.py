@@ -56,6 +56,8 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 # s16: 38.5 vs r64 40.5 us at M 64)
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 _RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
+# the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
+_RD_GLU = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_glu", "ppppppppiiiii", pdl=True) for t in RD_TILES}
 # the same tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _RD_TRACE = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_trace", "ppppppppiiiiip", pdl=True) for t in RD_TILES}
 
@@ -164,16 +166,28 @@ def _tile(name: str) -> GemmTile:
     return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
 
 
-def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None):
+def glu_fits(tile: str, n: int) -> bool:
+    """Whether the _glu entry of a register-direct tile takes a [gate | up] matrix of n rows: each tile
+    holds BN / 2 rows of each half."""
+    return tile in RD_TILES and n % 2 == 0 and (n // 2) % (RD_TILES[tile].bn // 2) == 0
+
+
+def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None,
+                glu: bool = False):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (register-direct tiles only): a
     contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
-    timestamps (csrc common.cuh block_trace; tools/gpu/gemm_trace.py reads them)."""
+    timestamps (csrc common.cuh block_trace; tools/gpu/gemm_trace.py reads them). glu (register-direct
+    tiles, no bias): `weight` is [gate | up] and the result silu(gate) * up, half as wide (the _glu
+    entries: as linear then silu_and_mul, bit for bit)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
-    out = _empty((*x.shape[:-1], n), x.dtype, x.device)
+    if glu and not (glu_fits(tile, n) and bias is None and not tiled and trace is None):
+        raise ValueError(f"packed GEMM GLU: tile {tile}, N={n}, bias {bias is not None}: needs a register-direct "
+                         "tile whose half width divides N / 2, no bias, no trace")
+    out = _empty((*x.shape[:-1], n // 2 if glu else n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0):
         raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} "
                          f"(needs q4_0, K % {RD_TILES[tile].bk} == 0, sm_80+)")
@@ -191,7 +205,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        kern = _GEMM_TL[tile] if tiled else _RD[tile] if tile in RD_TILES else _GEMM[(weight.kind, tile)]
+        kern = _GEMM_TL[tile] if tiled else (_RD_GLU if glu else _RD)[tile] if tile in RD_TILES \
+            else _GEMM[(weight.kind, tile)]
         extra = ()
         if trace is not None:
             if tile not in RD_TILES or tiled:
@@ -212,13 +227,13 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
     return gemm_launch(x, weight, bias, tile, splits)
 
 
-def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None):
+def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
     """17..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
-    MMA operands (csrc/gemm_rd.cu)."""
+    MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
     tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device), rd=True)
-    return gemm_launch(x, weight, bias, tile, splits)
+    return gemm_launch(x, weight, bias, tile, splits, glu=glu)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:

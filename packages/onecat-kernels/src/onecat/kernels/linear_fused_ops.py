@@ -12,6 +12,10 @@ rotary_and_cache):
   the FP16 paged cache. One launch where the unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
+* `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 17..64 rows, q4_0 on sm_80+: decode
+  batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
+  (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no
+  silu_and_mul launch and no [gate | up] activations in memory; the unfused route's bits.
 * `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
   its own admitted provider (the GPU route for batches, other formats and dense weights).
 * the torch reference everywhere else (the CPU route).
@@ -19,7 +23,7 @@ rotary_and_cache):
 
 from __future__ import annotations
 
-from . import cuda_ops
+from . import cuda_ops, gemm_ops
 from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
@@ -76,6 +80,26 @@ def supports_gemv_norm_rope(p: Problem) -> list[str]:
     _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
           "or the weight's rows not (Hq + 2 Hk) x D")
     return r
+
+
+def supports_gemm_glu(p: Problem) -> list[str]:
+    """The register-direct GEMM's conditions (sm_80+, q4_0, 17..64 rows, K % 128), the GLU epilogue's
+    (silu_and_mul, no bias, [gate | up] halves in whole tiles: N / 2 % 64) and the norm's dtypes."""
+    r = gemm_ops.supports_linear_packed_gemm_rd(p)
+    n = p.param("n")
+    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GEMM epilogue is silu_and_mul only")
+    _need(r, p.param("bias") is None, "bias with an activation: the GLU epilogue takes none")
+    _need(r, n % 128 == 0, f"N={n}: the [gate | up] halves are not whole tiles (N / 2 % 64)")
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    return r
+
+
+def rms_norm_linear_gemm_glu(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    from . import ops
+    h, res_out = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
+        ops.rms_norm(x, norm_weight, eps, residual)
+    return gemm_ops.linear_packed_gemm_rd(h, weight, glu=True), res_out
 
 
 def supports_unfused(p: Problem) -> list[str]:
@@ -139,3 +163,6 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
         reg.priority.setdefault(op, ["cuda_gemv_norm", "unfused"])
+    reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,
+                          supports=supports_gemm_glu))
+    reg.priority["rms_norm_linear"] = ["cuda_gemv_norm", "cuda_pack_gemm_rd", "unfused"]

@@ -27,14 +27,44 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
   }
 }
 
+// GLU tiles (gemm_rd.cu's _glu entries): a tile's first BN / 2 columns are gate rows, the rest the same
+// rows of up; out [M][N / 2] = silu(gate) * up, each rounded to FP16 first as the GEMM's output is before
+// activation.cu's silu_and_mul (the same expression: the unfused route's bits).
+ONECAT_DEVICE void glu_out8(float (&g)[8], const float (&u)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float a = __half2float(__float2half_rn(g[e])), b = __half2float(__float2half_rn(u[e]));
+    g[e] = a / (1.f + expf(-a)) * b;
+  }
+}
+
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
-template <int BM, int BN, int C_LD, int THREADS>
+// GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..).
+template <int BM, int BN, int C_LD, int THREADS, bool GLU = false>
 ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
                                  int t, unsigned& last_block, unsigned long long* tr = nullptr) {
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
+  if (GLU && S == 1) {
+    constexpr int NH = NV / 2;  // 8-column groups of the tile's outputs
+    const int NO = N >> 1;
+    for (int idx = t; idx < BM * NH; idx += THREADS) {
+      const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
+      if (gm >= M || gn >= NO) continue;
+      float v[8], u[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        v[e] = cs[ml * C_LD + c + e];
+        u[e] = cs[ml * C_LD + BN / 2 + c + e];
+      }
+      glu_out8(v, u);
+      store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
+    }
+    block_trace(tr, 4);
+    return;
+  }
   if (S == 1) {
     for (int idx = t; idx < BM * NV; idx += THREADS) {
       const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
@@ -79,6 +109,27 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   __syncthreads();
   block_trace(tr, 5);
   if (!last_block) return;
+  if constexpr (GLU) {  // the splits' sums of a gate column group and its up columns, in order z = 0, 1, ..
+    constexpr int NH = NV / 2;
+    const int NO = N >> 1;
+    for (int idx = t; idx < BM * NH; idx += THREADS) {
+      const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
+      if (gm >= M || gn >= NO) continue;
+      float v[8], u[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = u[e] = 0.f;
+      for (int z = 0; z < S; ++z) {  // N % 16 == 0 here (gemm_ops): 16-byte loads
+        const float4* gs = reinterpret_cast<const float4*>(ws + z * MN + (i64)gm * N + n0 + c);
+        const float4* us = reinterpret_cast<const float4*>(ws + z * MN + (i64)gm * N + n0 + BN / 2 + c);
+        const float4 g0 = __ldcg(gs), g1 = __ldcg(gs + 1), u0 = __ldcg(us), u1 = __ldcg(us + 1);
+        v[0] += g0.x; v[1] += g0.y; v[2] += g0.z; v[3] += g0.w; v[4] += g1.x; v[5] += g1.y; v[6] += g1.z; v[7] += g1.w;
+        u[0] += u0.x; u[1] += u0.y; u[2] += u0.z; u[3] += u0.w; u[4] += u1.x; u[5] += u1.y; u[6] += u1.z; u[7] += u1.w;
+      }
+      glu_out8(v, u);
+      store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
+    }
+    return;
+  }
   for (int idx = t; idx < BM * NV; idx += THREADS) {
     const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
     if (gm >= M || gn >= N) continue;

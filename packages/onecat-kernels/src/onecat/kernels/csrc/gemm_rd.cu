@@ -29,13 +29,17 @@
 //    of PDW + 1 register sets; r32w's loads ask the L2 for 128 bytes of the row (ldg_w: one step more
 //    waiting in L2). Rows past M read row M - 1 (never written out), W rows past N row N - 1.
 //  * Epilogue (gemm_epilogue.cuh): accumulators staged in shared memory, FP16 out or split-K partials
-//    merged by the tile's last block (fixed order).
+//    merged by the tile's last block (fixed order). The _glu entries (decode batches' gate_up,
+//    linear_fused_ops' cuda_pack_gemm_rd): a tile's first BN / 2 features are gate rows n0 / 2 .., the
+//    rest the same up rows (W = [gate | up], nothing re-laid out), and the epilogue writes silu(gate) *
+//    up, the bits of the GEMM then silu_and_mul (H200 s17, 28672 x 4096 at M 32 / 64: 37.7 -> 36.8 /
+//    72.1 -> 71.2 us per layer, tools/gpu/glu_bench.py).
 //  * Programmatic dependent launch (sm_90, gemm_ops launches it with the attribute): the first PDW
 //    steps of W load before pdl_wait(), everything the step writes (x, counters, partials, out) after
 //    it; the next kernel may launch once this one's K loop is done.
 //  * Tried (s12-s13), lost on the H200, removed: L2PF (the rest of the block's W sent towards L2 before
-//    pdl_wait: gemm_bench 4-9% slower at M 32 / 64, batch 64 7,756 -> 7,511 tok/s) and NORM / GLU
-//    (rms_norm_linear fused in front of the 32-row tiles: llama3-8b q4_0 batch 32 6,268 -> 5,519, -12%).
+//    pdl_wait: gemm_bench 4-9% slower at M 32 / 64, batch 64 7,756 -> 7,511 tok/s) and NORM
+//    (rms_norm_linear's norm fused in front of the 32-row tiles: llama3-8b q4_0 batch 32 6,268 -> 5,519).
 #include "gemm_epilogue.cuh"
 #include "packed_formats.cuh"
 
@@ -102,7 +106,7 @@ ONECAT_DEVICE unsigned short ldg_s(const unsigned short* p) {
   return __ldg(p);
 }
 
-template <int MT, int NB, int KS, int PDW, int PDX, int PF = 0>
+template <int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
 __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -130,8 +134,10 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const unsigned short* sp[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
-    // zero-extended (a row is >= 0): the index arithmetic, so the SASS, of the kernels timed in s13
-    const i64 row = (unsigned)min(n0 + warp * WN + 8 * b + g, N - 1);
+    // zero-extended (a row is >= 0): the index arithmetic, so the SASS, of the kernels timed in s13.
+    // GLU: the tile's first BN / 2 features are gate rows n0 / 2 .., the rest the same rows of up
+    const int f = warp * WN + 8 * b + g;
+    const i64 row = (unsigned)min(GLU ? (f < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + f : n0 + f, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
     sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
     pin_pointer(wp[b]);
@@ -272,7 +278,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
       *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
     }
   __syncthreads();
-  gemm_epilogue<BM, BN, C_LD, THREADS>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr);
+  gemm_epilogue<BM, BN, C_LD, THREADS, GLU>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr);
 }
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
@@ -280,18 +286,21 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 // trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
 // out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
 // partial) stored, 5 the split-K count resolved, 6 block end.
-#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, TR, ...)                                           \
+// _glu entries (gemm_ops.gemm_launch(glu=True)): W = [gate | up] (N rows), out = silu(gate) * up (N / 2
+// wide), a tile's features half gate rows, half the same up rows (N / 2 a multiple of BN / 2).
+#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, GLU, TR, ...)                                      \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF>(out, x, q, meta, bias, ws, counters, M, N, K,                 \
-                                           steps_per_split, TR);                                         \
+    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,            \
+                                                steps_per_split, TR);                                    \
     block_trace(TR, 6);                                                                                  \
   }
 #define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, PF, nullptr, )                                 \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, PF, trace, , unsigned long long* trace)
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, PF, false, nullptr, )                          \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_glu, MT, NB, KS, PDW, PDX, PF, true, nullptr, )                     \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, PF, false, trace, , unsigned long long* trace)
 GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 64)
 GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: M <= 64, N >= 16384
                                    // or K >= 8192)

@@ -461,4 +461,5 @@ def register(reg: KernelRegistry) -> None:
                         ("argmax", argmax, supports_argmax)]:
         name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda"])
+    # the register-direct GEMM (sm_80+, q4_0) ahead of the GEMV from 2 rows (gemm_ops.RD_MIN_ROWS)
+    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack", "cuda_pack_gemm", "cuda"])

@@ -1,7 +1,7 @@
-"""The packed GEMM providers (M > 16 rows of x against a PackedWeight: prefill, batched decode): the
-tile / K-split choice per problem and the launch. Registered for `linear` between the packed GEMV
-(M <= 16) and the dense FMA kernel: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu: q4_0, 17..64 rows, sm_80+)
-ahead of `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, any M > 16, sm_70+)."""
+"""The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
+K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
+q4_0, 2..64 rows, sm_80+) ahead of the packed GEMV (`cuda_pack`, M <= 16), `cuda_pack_gemm`
+(csrc/gemm_packed.cu: every packed format, any M > 16, sm_70+) after it, then the dense FMA kernel."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
             "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
 RD_MIN_CAPABILITY = (8, 0)
+# From 2 rows (linear's priority puts cuda_pack_gemm_rd before the GEMV): the GEMV's M = 2..16 kernels
+# (csrc/gemv_packed.cu gemv_packed: CUDA-core FMAs per row of x, dequantized per 4-row block) against
+# these tiles (ragged rows), llama3-8b q4_0 decode step at context 512 on the H200 (s17 calls 7-8, CUDA
+# events, median of 30): batch 2 3.56-3.74 -> 3.41 ms, 3 4.72 -> 3.45, 4 4.62 -> 3.48, 8 11.83 -> 3.67,
+# 16 16.25 -> 3.70 (benchmarks/results/h200-2026-11-30-s17/). One row stays on the GEMV.
+RD_MIN_ROWS = 2
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K take r32w there (up to 64 rows since
@@ -228,7 +234,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """17..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
+    """2..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
     MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
@@ -237,10 +243,16 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:
+    r = _packed_common(p)
+    _need(r, p.param("rows") in ("17-64", "65+"), f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
+    return r
+
+
+def _packed_common(p: Problem) -> list[str]:
+    """The packed GEMMs' conditions other than the row count: device, dtype, format, K, bias, layout."""
     r = _common(p)
     fmt, k = p.param("format"), p.param("k")
     _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
-    _need(r, p.param("rows") in ("17-64", "65+"), f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     if fmt in ("packed_q4_k", "packed_q6_k"):
         _need(r, k % 256 == 0, f"K={k} not a multiple of the 256-weight {fmt[7:]} block")
@@ -250,15 +262,16 @@ def supports_linear_packed_gemm(p: Problem) -> list[str]:
 
 
 def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
-    """cuda_pack_gemm's conditions (device, dtype, packed format, M > 16, bias, layout) plus the
-    register-direct tiles' own: sm_80+, q4_0, at most 64 rows, K a multiple of the 128-wide K-step."""
-    r = supports_linear_packed_gemm(p)
-    fmt, k, cap = p.param("format"), p.param("k"), p.capability
+    """cuda_pack_gemm's conditions other than M (device, dtype, packed format, bias, layout) plus the
+    register-direct tiles' own: sm_80+, q4_0, RD_MIN_ROWS..64 rows, K a multiple of the 128-wide K-step."""
+    r = _packed_common(p)
+    fmt, k, cap, rows = p.param("format"), p.param("k"), p.capability, p.param("rows")
     major, minor = RD_MIN_CAPABILITY
     _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
           f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
     _need(r, fmt == "packed_q4_0", f"weight format {fmt} not packed_q4_0")
-    _need(r, p.param("rows") == "17-64", f"M={p.param('rows')} rows: the register-direct tiles take 17..64")
+    _need(r, rows == "17-64" or (isinstance(rows, int) and rows >= RD_MIN_ROWS),
+          f"M={rows} rows: the register-direct tiles take {RD_MIN_ROWS}..64")
     _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")
     return r
 

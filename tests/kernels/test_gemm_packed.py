@@ -48,27 +48,29 @@ def small():
 
 def test_priority_list():
     order = ops.registry.order("linear")
-    # the register-direct tiles first (from RD_MIN_ROWS rows, sm_80+ q4_0), then the GEMV, then the GEMM
-    assert order.index("cuda_pack_gemm_rd") + 1 == order.index("cuda_pack") == order.index("cuda_pack_gemm") - 1
+    # the register-direct tiles first (from RD_MIN_ROWS rows, sm_80+ q4_0), the shared-memory ones (from
+    # GEMM_MIN_ROWS), then the GEMV
+    assert order.index("cuda_pack_gemm_rd") + 1 == order.index("cuda_pack_gemm") == order.index("cuda_pack") - 1
     assert order.index("cuda_pack_gemm") < order.index("cuda") and order[-1] == REFERENCE
 
 
 @pytest.mark.parametrize("cap", [(7, 0), (9, 0)])
 @pytest.mark.parametrize("kind", PACKED_FORMATS)
-def test_admitted_for_17_plus_rows(small, kind, cap, any_nvrtc):
+def test_admitted_by_rows(small, kind, cap, any_nvrtc):
     w = small[kind]
     rd = kind == "q4_0" and cap >= (8, 0)  # the register-direct tiles: q4_0, 2..64 rows, sm_80+
     for m in (17, 64, 300):
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
         assert sel.provider.name == ("cuda_pack_gemm_rd" if rd and m <= 64 else "cuda_pack_gemm"), (m, sel.refused)
-        if not (rd and m <= 64):
-            assert any("the packed GEMV covers M <= 16" in r for r in sel.refused["cuda_pack"])
+        assert any("the packed GEMV covers M <= 16" in r for r in sel.refused["cuda_pack"]) or sel.refused[
+            "cuda_pack"] == [f"lower priority than {sel.provider.name}"]
     x3, bias = torch.zeros(2, 10, 256, dtype=torch.float16), torch.zeros(80, dtype=torch.float16)
     sel = _select(_problem(x3, w, bias, cap=cap))
     assert sel.provider.name == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm")  # 20 rows of a 3-D x, fp16 bias
-    for m in (2, 16):  # the GEMV's M = 2..16 kernels, except where the register-direct tiles take them
+    for m in (2, 4, 5, 16):  # rows the GEMV's M = 2..4 kernel or the GEMMs take
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
-        assert sel.provider.name == ("cuda_pack_gemm_rd" if rd else "cuda_pack"), (m, sel.refused)
+        want = "cuda_pack_gemm_rd" if rd else "cuda_pack_gemm" if m >= gemm_ops.GEMM_MIN_ROWS else "cuda_pack"
+        assert sel.provider.name == want, (m, sel.refused)
     sel = _select(_problem(torch.zeros(1, 256, dtype=torch.float16), w, cap=cap))
     assert sel.provider.name == "cuda_pack"  # one row: the GEMV
 
@@ -137,7 +139,7 @@ def test_refusal_reasons(small, any_nvrtc):
     assert "device is cpu, not a CUDA GPU" in reasons(_problem(x, w, cap=None))
     assert "capability 6.1 < 7.0" in reasons(_problem(x, w, cap=(6, 1)))
     assert any("dtype bfloat16 not float16" in r for r in reasons(_problem(x, w, dtype="bfloat16")))
-    assert "M=16 <= 16: the packed GEMV (cuda_pack) covers it" in reasons(_problem(x[:16], w))
+    assert "M=4 < 5: the packed GEMV (cuda_pack) covers it" in reasons(_problem(x[:4], w))
     dense = torch.zeros(80, 256, dtype=torch.float16)
     assert any("weight format dense not a PackedWeight" in r for r in reasons(_problem(x, dense)))
     gguf = GGUFWeight.random(80, 256, "q4_0", torch.Generator().manual_seed(1))
@@ -325,6 +327,27 @@ CASES = [("q4_0", 17, 80, 96, True), ("q4_0", 33, 4112, 512, False), ("q4_0", 30
          ("awq", 64, 208, 384, True), ("awq", 17, 4096, 4096, False), ("awq", 300, 136, 640, False)]
 SWEEP = [(kind, m, 80 + 48 * i, {"q4_k": 512, "q6_k": 256, "awq": 256}.get(kind, 160 + 32 * i), i % 2 == 0)
          for kind in PACKED_FORMATS for i, m in enumerate((17, 33, 64, 100, 300))]
+
+
+@gpu
+@pytest.mark.parametrize("kind", PACKED_FORMATS)
+def test_gemm_small_batches(kind):
+    """5..16 rows (decode batches the GEMV's MT-16 kernel ran before): the shared-memory tiles with ragged
+    rows against the float reference, and ops.linear's route there (cuda_pack_gemm, or the register-direct
+    tiles for q4_0 on sm_80+)."""
+    k = 512 if kind in ("q4_k", "q6_k") else 4096
+    for m in (5, 9, 16):
+        x, w, b = _inputs(kind, m, 4112, k, m == 9, SEED + m)
+        ref = _ref(x, w, b)
+        tile, splits = gemm_ops.gemm_shape(m, 4112, k, *gemm_ops.gemm_slots(kind, x.device))
+        with cuda_ops.poison_outputs():
+            got = gemm_ops.gemm_launch(x, w, b, tile, splits)
+        assert _err(got, ref) <= TOL, f"{kind} M={m} {tile} x{splits} seed={SEED}"
+        sel = ops.registry.select(ops.problem("linear", x, w, b)).provider.name
+        rd = gemm_ops.supports_linear_packed_gemm_rd(ops.problem("linear", x, w, b)) == []
+        assert sel == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm"), (kind, m, sel)
+        with cuda_ops.poison_outputs():
+            assert _err(ops.linear(x, w, b), ref) <= TOL, (kind, m)
 
 
 @gpu

@@ -1,7 +1,7 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0, 2..64 rows, sm_80+) ahead of the packed GEMV (`cuda_pack`, M <= 16), `cuda_pack_gemm`
-(csrc/gemm_packed.cu: every packed format, any M > 16, sm_70+) after it, then the dense FMA kernel."""
+q4_0, 2..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
+GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class GemmTile(NamedTuple):
     threads: int = 128  # 4 warps (2 x 2); 256: 8 warps (2 x 4)
 
 
-# M > 16 on packed weights (csrc/gemm_packed.cu)
+# GEMM_MIN_ROWS.. rows on packed weights (csrc/gemm_packed.cu)
 GEMM_TILES = {"m32": GemmTile(32, 64, 2), "m64": GemmTile(64, 64, 2), "m128": GemmTile(128, 64, 1),
               # wide tiles (128 features: warp tiles of 16 x 64, a quarter fewer shared-memory bytes
               # per MAC): gemm_shape picks them for decode batches on matrices of >= WIDE_MIN_N rows
@@ -56,6 +56,12 @@ RD_MIN_CAPABILITY = (8, 0)
 # events, median of 30): batch 2 3.56-3.74 -> 3.41 ms, 3 4.72 -> 3.45, 4 4.62 -> 3.48, 8 11.83 -> 3.67,
 # 16 16.25 -> 3.70 (benchmarks/results/h200-2026-11-30-s17/). One row stays on the GEMV.
 RD_MIN_ROWS = 2
+# The shared-memory tiles (every packed format, sm_70+) from 5 rows, ahead of the GEMV in linear's
+# priority: the GEMV's M = 5..16 kernel (gemv_packed MT 16) is the one that made q4_0 batch 8 / 16
+# steps 11.8 / 16.3 ms (above); on llama3-8b q4_k (no register-direct tiles) batch 5 15.03 -> 6.05 ms,
+# batch 16 6.66 ms on the tiles (H200 s17 call 9). Its M = 2..4 kernel (MT 4) stays: q4_0's batch 4
+# took 4.6 ms there, what a 32-row tile's pass costs. V100: the same kernels, not timed there.
+GEMM_MIN_ROWS = 5
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K take r32w there (up to 64 rows since
@@ -226,7 +232,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
 
 
 def linear_packed_gemm(x, weight: PackedWeight, bias=None):
-    """M > 16 rows of x against a PackedWeight: dequantize tiles into shared memory, tensor cores."""
+    """GEMM_MIN_ROWS or more rows of x against a PackedWeight: dequantize tiles into shared memory,
+    tensor cores."""
     k = x.shape[-1]
     m = x.numel() // k
     tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device))
@@ -244,7 +251,9 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False)
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:
     r = _packed_common(p)
-    _need(r, p.param("rows") in ("17-64", "65+"), f"M={p.param('rows')} <= 16: the packed GEMV (cuda_pack) covers it")
+    rows = p.param("rows")
+    _need(r, rows in ("17-64", "65+") or (isinstance(rows, int) and rows >= GEMM_MIN_ROWS),
+          f"M={rows} < {GEMM_MIN_ROWS}: the packed GEMV (cuda_pack) covers it")
     return r
 
 

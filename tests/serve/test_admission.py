@@ -99,6 +99,24 @@ def test_expect_refuses_when_another_provider_is_admitted():
     assert not admit(route, fake_device("cpu")).failures  # met on the CPU
 
 
+def test_expect_accepts_alternatives_and_the_q4_profile_starts():
+    """An expect value "a | b" holds when either is admitted; a name no provider has is a config error.
+    llama3_8b_q4 expects the packed kernels at decode: the GEMV at one row, a GEMM for its 16-row batch
+    (register-direct on sm90, the shared-memory tiles on sm70)."""
+    route = route_for("+profile=llama3_8b_q4")
+    for dev, batch in (("sm70", "cuda_pack_gemm"), ("sm90", "cuda_pack_gemm_rd")):
+        rep = admit(route, fake_device(dev))
+        assert not rep.failures, rep.failures
+        o = {r.provider for r in rows(rep, "o_proj") if r.phases == ["decode"]}
+        assert o == {"cuda_pack", batch}, (dev, o)
+    rep = admit(route_for("+profile=llama3_8b_q4", "profile.expect={linear@decode: cuda_pack | torch}"),
+                fake_device("sm90"))
+    bad = [f for f in rep.failures if "rows=16" in f]
+    assert bad and "cuda_pack: lower priority than cuda_pack_gemm_rd; torch: lower priority" in bad[0]
+    with pytest.raises(Exception, match=r"profile.expect.linear@decode=cuda_packk: no such provider"):
+        route_for("+profile=llama3_8b_q4", "profile.expect={linear@decode: cuda_pack | cuda_packk}")
+
+
 def test_kv_override_changes_what_is_admitted():
     default = admit(route_for(), fake_device("sm70"))
     fp8 = admit(route_for("kv=fp8_e4m3"), fake_device("sm70"))

@@ -25,7 +25,7 @@ import torch
 
 from onecat.kernels import REFERENCE, AdmissionError, Problem, ops, registry as global_registry
 
-from .config_store import Route
+from .config_store import Route, expected_providers
 from .hardware import Device
 
 LAYOUT_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous", "rows", "phase"}
@@ -386,13 +386,17 @@ def failures(route: Route, report: AdmissionReport) -> list[str]:
             out.append(f"{where}: no admitted GPU {r.op} for {r.facts} on {dev} (only the torch reference): {why}")
     for key, want in dict(route.config.profile.expect).items():
         op, _, phase = key.partition("@")
+        wants = expected_providers(want)
         hits = [r for r in report.rows if r.op == op and (not phase or phase in r.phases)]
         for r in hits:
-            if r.provider != want:
-                why = r.refused.get(want) or ([r.note] if r.note else ["not registered" if r.status != "missing"
-                                                                       else "op not declared"])
+            if r.provider not in wants:
+                whys = []
+                for w in wants:
+                    why = r.refused.get(w) or ([r.note] if r.note else ["not registered" if r.status != "missing"
+                                                                        else "op not declared"])
+                    whys.append(f"{w}: {'; '.join(why)}")
                 out.append(f"profile.expect {key}={want}: {r.site} ({', '.join(r.phases)}) admits "
-                           f"{r.provider or 'nothing'} on {dev} for {r.facts}; {want}: {'; '.join(why)}")
+                           f"{r.provider or 'nothing'} on {dev} for {r.facts}; {'; '.join(whys)}")
     return out
 
 

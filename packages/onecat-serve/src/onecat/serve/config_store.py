@@ -168,8 +168,8 @@ PIN_SHORTHANDS = tuple(f.name for f in fields(KernelsConfig) if f.name not in ("
 class ProfileConfig:
     name: str = ""
     description: str = ""
-    # op -> provider (or "op@phase" with phase prefill | decode | verify): start-up refuses when the
-    # admitted provider differs
+    # op -> provider (or "op@phase" with phase prefill | decode | verify; "a | b" accepts either): start-up
+    # refuses when the admitted provider is not one of them
     expect: dict[str, str] = field(default_factory=dict)
 
 
@@ -423,7 +423,17 @@ def _kernel_name_problems(k: KernelsConfig, pins: dict[str, str], expect: dict[s
             problems.append(f"profile.expect.{key}: unknown op (known: {', '.join(sorted(registry.ops))})")
         if phase not in (None, "prefill", "decode", "verify"):
             problems.append(f"profile.expect.{key}: phase must be prefill, decode or verify")
+        if op in registry.ops:
+            for name in expected_providers(expect[key]):
+                if name not in registry.providers[op]:
+                    problems.append(f"profile.expect.{key}={name}: no such provider (registered: "
+                                    f"{', '.join(sorted(registry.providers[op]))})")
     return problems
+
+
+def expected_providers(value: str) -> list[str]:
+    """A profile.expect value's providers: "cuda_pack_gemm_rd | cuda_pack" -> both names."""
+    return [v.strip() for v in str(value).split("|") if v.strip()]
 
 
 def engine_gaps(route: Route) -> list[str]:

@@ -162,7 +162,8 @@ def register(reg: KernelRegistry) -> None:
              supports_gemv_norm_rope)):
         reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
-        reg.priority.setdefault(op, ["cuda_gemv_norm", "unfused"])
+        # rms_norm_linear: the GLU GEMM for batches between the one-row GEMV and the unfused route
+        reg.priority.setdefault(op, ["cuda_gemv_norm", *(["cuda_pack_gemm_rd"] if op == "rms_norm_linear" else []),
+                                     "unfused"])
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,
                           supports=supports_gemm_glu))
-    reg.priority["rms_norm_linear"] = ["cuda_gemv_norm", "cuda_pack_gemm_rd", "unfused"]

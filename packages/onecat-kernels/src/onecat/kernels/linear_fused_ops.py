@@ -89,7 +89,8 @@ def supports_gemm_glu(p: Problem) -> list[str]:
     n = p.param("n")
     _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GEMM epilogue is silu_and_mul only")
     _need(r, p.param("bias") is None, "bias with an activation: the GLU epilogue takes none")
-    _need(r, n % 128 == 0, f"N={n}: the [gate | up] halves are not whole tiles (N / 2 % 64)")
+    _need(r, all(gemm_ops.glu_fits(t, n) for t in ("r32", "r32w")),  # the tiles gemm_shape routes
+          f"N={n}: the [gate | up] halves are not whole tiles (N / 2 % 64)")
     _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
           f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
     return r

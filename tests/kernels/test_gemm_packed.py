@@ -343,8 +343,9 @@ def test_gemm_small_batches(kind):
         with cuda_ops.poison_outputs():
             got = gemm_ops.gemm_launch(x, w, b, tile, splits)
         assert _err(got, ref) <= TOL, f"{kind} M={m} {tile} x{splits} seed={SEED}"
-        sel = ops.registry.select(ops.problem("linear", x, w, b)).provider.name
-        rd = gemm_ops.supports_linear_packed_gemm_rd(ops.problem("linear", x, w, b)) == []
+        p = ops.problem("linear", x, w, b)
+        sel = ops.registry.select(p).provider.name
+        rd = gemm_ops.supports_linear_packed_gemm_rd(p) == []
         assert sel == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm"), (kind, m, sel)
         with cuda_ops.poison_outputs():
             assert _err(ops.linear(x, w, b), ref) <= TOL, (kind, m)

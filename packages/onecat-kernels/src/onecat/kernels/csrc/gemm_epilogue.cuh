@@ -38,6 +38,21 @@ ONECAT_DEVICE void glu_out8(float (&g)[8], const float (&u)[8]) {
   }
 }
 
+// The outputs of a GLU tile (NH 8-column groups of its N / 2 outputs per row): sums(ml, gm, c, v, u) fills
+// row ml's (global gm) gate sums v and up sums u of the group at output column c; out = silu(gate) * up.
+template <int BM, int NH, int THREADS, class Sums>
+ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int n0, int t, Sums sums) {
+  const int NO = N >> 1;
+  for (int idx = t; idx < BM * NH; idx += THREADS) {
+    const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
+    if (gm >= M || gn >= NO) continue;
+    float v[8], u[8];
+    sums(ml, gm, c, v, u);
+    glu_out8(v, u);
+    store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
+  }
+}
+
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
 // GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..).
@@ -48,20 +63,13 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
   if (GLU && S == 1) {
-    constexpr int NH = NV / 2;  // 8-column groups of the tile's outputs
-    const int NO = N >> 1;
-    for (int idx = t; idx < BM * NH; idx += THREADS) {
-      const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
-      if (gm >= M || gn >= NO) continue;
-      float v[8], u[8];
+    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         v[e] = cs[ml * C_LD + c + e];
         u[e] = cs[ml * C_LD + BN / 2 + c + e];
       }
-      glu_out8(v, u);
-      store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
-    }
+    });
     block_trace(tr, 4);
     return;
   }
@@ -110,12 +118,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   block_trace(tr, 5);
   if (!last_block) return;
   if constexpr (GLU) {  // the splits' sums of a gate column group and its up columns, in order z = 0, 1, ..
-    constexpr int NH = NV / 2;
-    const int NO = N >> 1;
-    for (int idx = t; idx < BM * NH; idx += THREADS) {
-      const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
-      if (gm >= M || gn >= NO) continue;
-      float v[8], u[8];
+    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int, int gm, int c, float (&v)[8], float (&u)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = u[e] = 0.f;
       for (int z = 0; z < S; ++z) {  // N % 16 == 0 here (gemm_ops): 16-byte loads
@@ -125,9 +128,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
         v[0] += g0.x; v[1] += g0.y; v[2] += g0.z; v[3] += g0.w; v[4] += g1.x; v[5] += g1.y; v[6] += g1.z; v[7] += g1.w;
         u[0] += u0.x; u[1] += u0.y; u[2] += u0.z; u[3] += u0.w; u[4] += u1.x; u[5] += u1.y; u[6] += u1.z; u[7] += u1.w;
       }
-      glu_out8(v, u);
-      store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
-    }
+    });
     return;
   }
   for (int idx = t; idx < BM * NV; idx += THREADS) {

@@ -58,7 +58,7 @@ def test_priority_list():
 @pytest.mark.parametrize("kind", PACKED_FORMATS)
 def test_admitted_by_rows(small, kind, cap, any_nvrtc):
     w = small[kind]
-    rd = kind == "q4_0" and cap >= (8, 0)  # the register-direct tiles: q4_0, 2..64 rows, sm_80+
+    rd = kind == "q4_0" and cap >= (8, 0)  # the register-direct tiles: q4_0, 3..64 rows, sm_80+
     for m in (17, 64, 300):
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
         assert sel.provider.name == ("cuda_pack_gemm_rd" if rd and m <= 64 else "cuda_pack_gemm"), (m, sel.refused)
@@ -67,16 +67,17 @@ def test_admitted_by_rows(small, kind, cap, any_nvrtc):
     x3, bias = torch.zeros(2, 10, 256, dtype=torch.float16), torch.zeros(80, dtype=torch.float16)
     sel = _select(_problem(x3, w, bias, cap=cap))
     assert sel.provider.name == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm")  # 20 rows of a 3-D x, fp16 bias
-    for m in (2, 4, 5, 16):  # rows the GEMV's M = 2..4 kernel or the GEMMs take
+    for m in (2, 3, 4, 5, 16):  # rows the GEMV's M = 2..4 kernels or the GEMMs take
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
-        want = "cuda_pack_gemm_rd" if rd else "cuda_pack_gemm" if m >= gemm_ops.GEMM_MIN_ROWS else "cuda_pack"
+        want = ("cuda_pack_gemm_rd" if rd and m >= gemm_ops.RD_MIN_ROWS else
+                "cuda_pack_gemm" if m >= gemm_ops.GEMM_MIN_ROWS else "cuda_pack")
         assert sel.provider.name == want, (m, sel.refused)
     sel = _select(_problem(torch.zeros(1, 256, dtype=torch.float16), w, cap=cap))
     assert sel.provider.name == "cuda_pack"  # one row: the GEMV
 
 
 def test_register_direct_admission(small, any_nvrtc):
-    """cuda_pack_gemm_rd: sm_80+, packed q4_0, 2..64 rows, K % 128 == 0; every refusal says why and
+    """cuda_pack_gemm_rd: sm_80+, packed q4_0, 3..64 rows, K % 128 == 0; every refusal says why and
     the shared-memory GEMM takes the call instead (a V100 keeps it)."""
     x, w = torch.zeros(32, 256, dtype=torch.float16), small["q4_0"]
 
@@ -86,7 +87,7 @@ def test_register_direct_admission(small, any_nvrtc):
     assert reasons(_problem(x, w, cap=(8, 0))) == [] and reasons(_problem(x, w, cap=(9, 0))) == []
     assert "capability 7.0 < 8.0 (mma.sync m16n8k16)" in reasons(_problem(x, w, cap=(7, 0)))
     assert "weight format packed_q4_k not packed_q4_0" in reasons(_problem(x, small["q4_k"], cap=(9, 0)))
-    assert any("the register-direct tiles take 2..64" in r
+    assert any("the register-direct tiles take 3..64" in r
                for r in reasons(_problem(torch.zeros(65, 256, dtype=torch.float16), w, cap=(9, 0))))
     assert "K=288 not a multiple of 128 (the K-step)" in reasons(_problem(x, w, cap=(9, 0), k=288))
     assert "bias dtype float32 not float16" in reasons(_problem(x, w, torch.zeros(80), cap=(9, 0)))
@@ -98,7 +99,7 @@ def test_register_direct_admission(small, any_nvrtc):
 
 
 def test_glu_epilogue_admission(any_nvrtc):
-    """rms_norm_linear with silu_and_mul at 2..64 rows of a q4_0 [gate | up] on sm_80+: cuda_pack_gemm_rd
+    """rms_norm_linear with silu_and_mul at 3..64 rows of a q4_0 [gate | up] on sm_80+: cuda_pack_gemm_rd
     (the norm, then the GEMM with the GLU epilogue); a V100, a bias or halves that are not whole tiles
     keep the unfused route, and the report says why."""
     gen = torch.Generator().manual_seed(1)
@@ -124,7 +125,7 @@ def test_glu_epilogue_admission(any_nvrtc):
         assert any(why in r for r in refused.refused["cuda_pack_gemm_rd"]), refused.refused["cuda_pack_gemm_rd"]
     one = ops.problem("rms_norm_linear", torch.zeros(1, 256, dtype=torch.float16), norm, 1e-5, w, None, None,
                       "silu_and_mul")
-    assert any("the register-direct tiles take 2..64" in r for r in linear_fused_ops.supports_gemm_glu(
+    assert any("the register-direct tiles take 3..64" in r for r in linear_fused_ops.supports_gemm_glu(
         dataclasses.replace(one, device="cuda", capability=(9, 0))))
 
 
@@ -473,10 +474,10 @@ def test_register_direct_traced():
 @gpu
 @needs_rd
 def test_register_direct_route():
-    """ops.linear on q4_0 with 2..64 rows and K % 128 == 0 takes the register-direct tiles (split-K and
+    """ops.linear on q4_0 with 3..64 rows and K % 128 == 0 takes the register-direct tiles (split-K and
     CUDA-graph replay included); K % 128 != 0 keeps the shared-memory tiles."""
     for m, n, k in ((17, 200, 128), (32, 4096, 4096), (48, 16448, 1024), (64, 4096, 14336), (20, 96, 1056),
-                    (2, 4096, 4096), (8, 6144, 4096)):
+                    (3, 4096, 4096), (8, 6144, 4096)):
         x, w, b = _inputs("q4_0", m, n, k, m == 48, SEED + m)
         tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", x.device), rd=k % 128 == 0)
         sel = ops.registry.select(ops.problem("linear", x, w, b)).provider.name

@@ -54,6 +54,13 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                 Case("q4_0 M=32 N=28672 K=4096 res glu", (_randn(gen, 32, 4096), norm_w(4096), 1e-5,
                                                           random_packed(28672, 4096, "q4_0", gen, "cuda"),
                                                           _randn(gen, 32, 4096), None, "silu_and_mul")),
+                # batch 2: the unfused route, whose projection is the two-row GEMV
+                Case("q4_k M=2 N=28672 K=4096 res glu", (_randn(gen, 2, 4096), norm_w(4096), 1e-5,
+                                                         random_packed(28672, 4096, "q4_k", gen, "cuda"),
+                                                         _randn(gen, 2, 4096), None, "silu_and_mul")),
+                Case("q4_0 M=2 N=6144 K=4096 res", (_randn(gen, 2, 4096), norm_w(4096), 1e-5,
+                                                    random_packed(6144, 4096, "q4_0", gen, "cuda"), _randn(gen, 2, 4096),
+                                                    None, None)),
                 Case("q4_0 M=40 N=384 K=1280 glu", (_randn(gen, 40, 1280), norm_w(1280), 1e-5,
                                                     random_packed(384, 1280, "q4_0", gen, "cuda"), None, None,
                                                     "silu_and_mul"))]
@@ -65,7 +72,11 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                      (_randn(gen, 1, 4096), nw, 1e-5, random_packed(6144, 4096, "q4_0", gen, "cuda"),
                       _randn(gen, 1, 4096), None, torch.tensor([4000], device="cuda"), 128,
                       rope_cos_sin(128, 128, 8192, 500000.0).cuda(), neox, kc, vc,
-                      torch.tensor([517], device="cuda"), 32, 8)) for neox in (False, True)]
+                      torch.tensor([517], device="cuda"), 32, 8)) for neox in (False, True)] + [
+            Case("q4_0 M=2 Hq=32 Hk=8 D=128 neox", (_randn(gen, 2, 4096), nw, 1e-5, random_packed(6144, 4096, "q4_0", gen, "cuda"),
+                                                    _randn(gen, 2, 4096), None, torch.tensor([4000, 9], device="cuda"), 128,
+                                                    rope_cos_sin(128, 128, 8192, 500000.0).cuda(), True, kc, vc,
+                                                    torch.tensor([517, 30], device="cuda"), 32, 8))]
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
     if op in ("silu_and_mul", "gelu_and_mul"):

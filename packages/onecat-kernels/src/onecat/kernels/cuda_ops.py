@@ -271,6 +271,29 @@ def gemv_m1_launch(out, x, weight: PackedWeight, shape: tuple[int, int, int, str
 _GEMV_PACKED = {(f, mt): Kernel("gemv_packed.cu", f"gemv_p_{f}_m{mt}", "ppppppiiii")
                 for f in PACKED_FORMATS for mt in _PMT if mt > 1}
 _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for shape in GEMV_M1_SHAPES}
+GEMV_MT_ROWS = (2, 4)  # M = 2..4 on the M = 1 walk: gemv_r_<fmt>_r4u1k<KS>n_t<MT> (MT = 2, 4; M = 3 runs MT 4)
+_GEMV_MT = {(f, ks, mt): Kernel("gemv_packed.cu", f"gemv_r_{f}_r4u1k{ks}n_t{mt}", "ppppppiiii", pdl=True)
+            for f in PACKED_FORMATS for ks in (1, 2) for mt in GEMV_MT_ROWS}
+GEMV_MT_MAX = max(GEMV_MT_ROWS)  # rows up to which linear_packed takes them
+
+
+def gemv_mt_shape(n: int) -> tuple[int, int, int, str]:
+    """The M = 2..4 kernels' shape (R, U, KS, SFX): 4 rows per warp, one chunk in flight, no register
+    prefetch (the rows of x hold the registers), K split over two warps where the rows are few (as
+    gemv_m1_shape does for N <= 8192)."""
+    return (4, 1, 2 if n <= 8192 else 1, "n")
+
+
+def gemv_mt_launch(out, x, weight: PackedWeight, bias=None) -> None:
+    """out[M, N] = x[M, K] W^T (+ bias) for M = 2..4 rows: the M = 1 kernel's walk with each weight chunk
+    dequantized once for all rows (csrc/gemv_packed.cu gemv_rows MT > 1): the weights read once."""
+    m, k = x.shape[0], x.shape[-1]
+    n = weight.shape[0]
+    shape = gemv_mt_shape(n)
+    mt = next(v for v in GEMV_MT_ROWS if v >= m)
+    _launch(_GEMV_MT[(weight.kind, shape[2], mt)], *gemv_m1_dims(n, shape), out.data_ptr(), x.data_ptr(),
+            weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
+            weight.group_size // 32, device=x.device)
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")
 _ARGMAX = {k: Kernel("argmax.cu", f"argmax_{k}", "ppqi", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
 _ARGMAX_SPLIT = {k: Kernel("argmax.cu", f"argmax_split_{k}", "ppppqii", pdl=True) for k in ("f16_v8", "f16_v1", "f32_v4", "f32_v1")}
@@ -362,6 +385,8 @@ def linear_packed(x, weight: PackedWeight, bias=None):
         mt = next(v for v in _PMT if v >= m)
         if mt == 1:
             gemv_m1_launch(out, x, weight, gemv_m1_shape(weight.kind, n, k), bias)
+        elif m <= GEMV_MT_MAX:  # (an A/B sets GEMV_MT_MAX = 1 for the older M = 2..16 kernel)
+            gemv_mt_launch(out, x.reshape(m, k), weight, bias)
         else:
             _launch(_GEMV_PACKED[(weight.kind, mt)], (-(-n // _PR[mt]), 1, 1), (128, 1, 1), out.data_ptr(),
                     x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,

@@ -1,6 +1,6 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0, 2..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
+q4_0, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
 GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
 
 from __future__ import annotations
@@ -50,17 +50,20 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
             "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
 RD_MIN_CAPABILITY = (8, 0)
-# From 2 rows (linear's priority puts cuda_pack_gemm_rd before the GEMV): the GEMV's M = 2..16 kernels
+# From 3 rows (linear's priority puts cuda_pack_gemm_rd before the GEMV): the GEMV's M = 2..16 kernels
 # (csrc/gemv_packed.cu gemv_packed: CUDA-core FMAs per row of x, dequantized per 4-row block) against
 # these tiles (ragged rows), llama3-8b q4_0 decode step at context 512 on the H200 (s17 calls 7-8, CUDA
 # events, median of 30): batch 2 3.56-3.74 -> 3.41 ms, 3 4.72 -> 3.45, 4 4.62 -> 3.48, 8 11.83 -> 3.67,
-# 16 16.25 -> 3.70 (benchmarks/results/h200-2026-11-30-s17/). One row stays on the GEMV.
-RD_MIN_ROWS = 2
+# 16 16.25 -> 3.70 (benchmarks/results/h200-2026-11-30-s17/). One and two rows stay on the GEMV: two on
+# the M = 1 walk with each chunk dequantized once for both rows (cuda_ops.gemv_mt_launch; s18 calls 1-2:
+# batch 2 3.19-3.26 -> 2.48-2.74 ms), while its 4-row form (168 registers) loses to these tiles at 3 / 4
+# rows (4.45 / 4.52 against 3.26 / 3.58 ms).
+RD_MIN_ROWS = 3
 # The shared-memory tiles (every packed format, sm_70+) from 5 rows, ahead of the GEMV in linear's
 # priority: the GEMV's M = 5..16 kernel (gemv_packed MT 16) is the one that made q4_0 batch 8 / 16
 # steps 11.8 / 16.3 ms (above); on llama3-8b q4_k (no register-direct tiles) batch 5 15.03 -> 6.05 ms,
-# batch 16 6.66 ms on the tiles (H200 s17 call 9). Its M = 2..4 kernel (MT 4) stays: q4_0's batch 4
-# took 4.6 ms there, what a 32-row tile's pass costs. V100: the same kernels, not timed there.
+# batch 16 6.66 ms on the tiles (H200 s17 call 9). 2..4 rows stay on the GEMV (cuda_ops.gemv_mt_launch:
+# q4_k batch 2 3.76-3.97 -> 2.74-2.79 ms, batch 4 5.03 -> 4.30, s18). V100: the same kernels, not timed there.
 GEMM_MIN_ROWS = 5
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
@@ -241,7 +244,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """2..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
+    """3..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
     MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k

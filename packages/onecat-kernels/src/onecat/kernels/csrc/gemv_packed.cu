@@ -7,9 +7,13 @@
 //    (one warp-wide load reads 512 contiguous bytes, LDG.E.128). No shared memory, no barrier: the
 //    warp reduces with shuffles and writes its R outputs. Small register footprint (48-96) keeps
 //    many warps resident, which is what hides DRAM latency on a GEMV.
-//  * M = 2..16 (gemv_packed): a block (4 warps) owns R rows and the 4 warps split K (chunks
-//    c = w*32 + l + 128 i); every weight byte is read once per launch for all M rows of x (x is
-//    tiny and comes through L1); partials meet in shared memory.
+//  * M = 2..4 (gemv_rows with MT = 2 / 4, the _t<MT> entries): the M = 1 walk with every chunk's
+//    words dequantized once for all rows of x (packed_formats.cuh chunk_dot_mt; per row the M = 1
+//    kernel's bits). H200 s18, llama3-8b decode step at batch 2: q4_0 3.19 -> 2.48 ms (against the
+//    register-direct GEMM, which keeps 3+ rows), q4_k 3.76 -> 2.74 (against gemv_packed below).
+//  * M = 2..16 (gemv_packed, now for 5..16 rows where no GEMM is admitted): a block (4 warps) owns R
+//    rows and the 4 warps split K (chunks c = w*32 + l + 128 i); every weight byte is read once per
+//    launch for all M rows of x (x is tiny and comes through L1); partials meet in shared memory.
 //  * Dequantization with integer tricks: a 32-bit word holds 8 nibbles laid out so that
 //    (v & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + q0, 1024 + q1) and
 //    (v & 0x00F000F0) | 0x64006400 is (1024 + 16 q2, 1024 + 16 q3) (one LOP3 each; v >> 8 gives
@@ -178,17 +182,24 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
-template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4>
+// MT > 1 (M = 2..MT rows of x, plain outputs): the same walk with every chunk's words dequantized once
+// for all M rows (chunk_dot_mt: per row of x the M = 1 kernel's bits); rows m >= M read row M - 1 and
+// are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
+// GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
+template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                           int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{},
-                          const GemvRope& rope = GemvRope{}) {
+                          const GemvRope& rope = GemvRope{}, int M = 1) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
   static_assert(EPI == EPI_NONE || R % 2 == 0, "GLU / rotary pairs rows");
-  __shared__ float red[KS > 1 ? NW : 1][R];
+  // (MT > 1 with the norm in front, H200 s18: its prologue per block for both rows made a batch-2 step
+  // 16-24% slower than rms_norm + this plain kernel; dropped)
+  static_assert(MT == 1 || (EPI == EPI_NONE && !NORM_IN), "several rows of x: plain outputs only");
+  __shared__ float red[KS > 1 ? NW : 1][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
@@ -196,14 +207,15 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   if (!NORM_IN && KS == 1 && n0 >= nout) return;  // (NORM_IN: every thread takes the prologue's barriers)
   const int nch = K >> 5;
   i64 row[R];
-  float acc[R];
+  float acc[MT][R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if constexpr (EPI == EPI_GLU)  // rows r and r + R / 2: the same output's gate and up
       row[r] = (i64)min(n0 + r % RO, nout - 1) + (r < RO ? 0 : nout);
     else
       row[r] = (i64)min(EPI == EPI_ROPE ? rope_row<R>(rope, n0, r) : n0 + r, N - 1);
-    acc[r] = 0.f;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[m][r] = 0.f;
   }
   PChunk<F> cur[U][R], nxt[U][R];
   auto load = [&](PChunk<F>(&ck)[U][R], int base) {
@@ -242,14 +254,35 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + lane + 32 * u;
-      if (c < nch) {
-        Half8 xv[4];
+      if constexpr (MT == 1) {
+        if (c < nch) {
+          Half8 xv[4];
 #pragma unroll
-        for (int s = 0; s < 4; ++s)
-          xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
-        const float sx = SUMX ? chunk_x_sum(xv) : 0.f;
+          for (int s = 0; s < 4; ++s)
+            xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
+          const float sx = SUMX ? chunk_x_sum(xv) : 0.f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[r]);
+          for (int r = 0; r < R; ++r) acc[0][r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[0][r]);
+        }
+      } else if (c < nch) {
+        Half8 xv[MT][4];
+        float sx[MT], a[MT];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const int mm = min(m, M - 1);
+#pragma unroll
+          for (int s = 0; s < 4; ++s)
+            xv[m][s].u = __ldg(reinterpret_cast<const uint4*>(x + (i64)mm * K) + c * 4 + s);
+          sx[m] = SUMX ? chunk_x_sum(xv[m]) : 0.f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int m = 0; m < MT; ++m) a[m] = acc[m][r];
+          chunk_dot_mt<F, MT>(cur[u][r], c, xv, sx, a);
+#pragma unroll
+          for (int m = 0; m < MT; ++m) acc[m][r] = a[m];
+        }
       }
     }
     if constexpr (PF) {
@@ -261,38 +294,65 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       load(cur, base + STEP);
     }
   }
-  float val[R];
+  float val[MT][R];
+  if constexpr (MT == 1) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float v = warp_sum(acc[r]);
-    if constexpr (KS > 1) {
-      if (lane == 0) red[warp][r] = v;
-      __syncthreads();
-      v = 0.f;
+    for (int r = 0; r < R; ++r) {
+      float v = warp_sum(acc[0][r]);
+      if constexpr (KS > 1) {
+        if (lane == 0) red[warp][r] = v;
+        __syncthreads();
+        v = 0.f;
 #pragma unroll
-      for (int w = 0; w < KS; ++w) v += red[warp - kw + w][r];
+        for (int w = 0; w < KS; ++w) v += red[warp - kw + w][r];
+      }
+      val[0][r] = v;
     }
-    val[r] = v;
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < MT; ++m) val[m][r] = warp_sum(acc[m][r]);
+    if constexpr (KS > 1) {  // one barrier for all M x R sums
+      if (lane == 0)
+#pragma unroll
+        for (int i = 0; i < MT * R; ++i) red[warp][i] = val[i / R][i % R];
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < MT * R; ++i) {
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < KS; ++w) v += red[warp - kw + w][i];
+        val[i / R][i % R] = v;
+      }
+    }
   }
   if (EPI == EPI_ROPE && kw == 0 && lane == 0) {
     if (n0 < N) {  // N, q_size, kv_size and head_dim are multiples of R: whole groups
       float y[R];
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        y[r] = __half2float(__float2half_rn(bias ? val[r] + __half2float(bias[row[r]]) : val[r]));
+        y[r] = __half2float(__float2half_rn(bias ? val[0][r] + __half2float(bias[row[r]]) : val[0][r]));
       gemv_rope_cache<R>(out, rope, rin, n0, y);
     }
-  } else if (kw == 0 && lane == 0) {
+  } else if (kw == 0 && lane == 0 && MT == 1) {
 #pragma unroll
     for (int r = 0; r < RO; ++r) {
       if (n0 + r >= nout) break;
       if constexpr (EPI == EPI_GLU) {  // as linear then silu_and_mul: y rounded to fp16 first
-        const float g = __half2float(__float2half_rn(val[r])), u = __half2float(__float2half_rn(val[r + RO]));
+        const float g = __half2float(__float2half_rn(val[0][r])), u = __half2float(__float2half_rn(val[0][r + RO]));
         out[n0 + r] = __float2half_rn(g / (1.f + expf(-g)) * u);  // expf: activation.cu's silu
       } else {
-        out[n0 + r] = __float2half_rn(bias ? val[r] + __half2float(bias[n0 + r]) : val[r]);
+        out[n0 + r] = __float2half_rn(bias ? val[0][r] + __half2float(bias[n0 + r]) : val[0][r]);
       }
     }
+  } else if (kw == 0 && lane == 0) {  // MT > 1: plain rows of M outputs
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (m < M && n0 + r < N)
+          out[(i64)m * N + n0 + r] = __float2half_rn(bias ? val[m][r] + __half2float(bias[n0 + r]) : val[m][r]);
   }
 }
 
@@ -398,6 +458,14 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
       const unsigned char* meta, const __half* bias, int M, int N, int K, int gchunks) {           \
     gemv_rows<F, R, U, PF, KS>(out, x, q, qh, meta, bias, N, K, gchunks);                          \
   }
+// M = 2..MT rows of x on the M = 1 walk (gemv_r_<fmt>_r<R>u<U>k<KS><n>_t<MT>; cuda_ops.gemv_mt_shape).
+#define GEMV_ROWS_MT(NAME, F, R, U, PF, KS, SFX, MT)                                                  \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_t##MT( \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
+      const unsigned char* meta, const __half* bias, int M, int N, int K, int gchunks) {           \
+    gemv_rows<F, R, U, PF, KS, EPI_NONE, false, 4, MT>(out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{}, \
+                                                      GemvRope{}, M);                              \
+  }
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
 // and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
@@ -438,7 +506,11 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   GEMV_ROWS(NAME, F, 8, 1, false, 1, n)  \
   GEMV_ROWS(NAME, F, 4, 1, true, 2, )    \
   GEMV_ROWS(NAME, F, 4, 1, false, 2, n)  \
-  GEMV_ROWS(NAME, F, 4, 2, false, 2, n)
+  GEMV_ROWS(NAME, F, 4, 2, false, 2, n)  \
+  GEMV_ROWS_MT(NAME, F, 4, 1, false, 2, n, 2) \
+  GEMV_ROWS_MT(NAME, F, 4, 1, false, 2, n, 4) \
+  GEMV_ROWS_MT(NAME, F, 4, 1, false, 1, n, 2) \
+  GEMV_ROWS_MT(NAME, F, 4, 1, false, 1, n, 4)
 
 GEMV_PACKED_ALL(q4_0, F_Q4_0)
 GEMV_PACKED_ALL(q4_1, F_Q4_1)

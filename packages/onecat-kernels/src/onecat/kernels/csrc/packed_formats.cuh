@@ -186,3 +186,45 @@ ONECAT_DEVICE float chunk_dot(const PChunk<F>& ck, int c, const Half8 (&xv)[4], 
   acc = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc);
   return (F == F_Q4_1 || F == F_Q4_K) ? fmaf(coef, sx, acc) : acc;
 }
+
+// M = 2..MT (gemv_rows' MT > 1): acc[m] += chunk c of one row . row m of x's 32 values (xv[m]; sx[m] its
+// chunk_x_sum), each word of the chunk dequantized once for every row of x; per row of x the arithmetic
+// of chunk_dot (the same chains in the same order: the bits the M = 1 kernel computes for that row).
+template <int F, int MT>
+ONECAT_DEVICE void chunk_dot_mt(const PChunk<F>& ck, int c, const Half8 (&xv)[MT][4], const float (&sx)[MT],
+                                float (&acc)[MT]) {
+  float scale, scale1, coef;
+  __half2 nlo, nhi;
+  chunk_consts<F>(ck, c, scale, scale1, coef, nlo, nhi);
+  __half2 h0[MT], h1[MT];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) h0[m] = h1[m] = __float2half2_rn(0.f);
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    __half2 wv[4];
+    dequant8<F>(ck, s, nlo, nhi, wv);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if constexpr (F == F_Q6_K) {
+        __half2& h = s < 2 ? h0[m] : h1[m];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) h = __hfma2(wv[i], xv[m][s].h2[i], h);
+      } else {
+        h0[m] = __hfma2(wv[0], xv[m][s].h2[0], h0[m]);
+        h1[m] = __hfma2(wv[1], xv[m][s].h2[1], h1[m]);
+        h0[m] = __hfma2(wv[2], xv[m][s].h2[2], h0[m]);
+        h1[m] = __hfma2(wv[3], xv[m][s].h2[3], h1[m]);
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    const float2 f0 = __half22float2(h0[m]), f1 = __half22float2(h1[m]);
+    if constexpr (F == F_Q6_K) {
+      acc[m] = fmaf(scale1, f1.x + f1.y, fmaf(scale, f0.x + f0.y, acc[m]));
+    } else {
+      acc[m] = fmaf(scale, (f0.x + f1.x) + (f0.y + f1.y), acc[m]);
+      if constexpr (F == F_Q4_1 || F == F_Q4_K) acc[m] = fmaf(coef, sx[m], acc[m]);
+    }
+  }
+}

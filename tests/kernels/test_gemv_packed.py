@@ -1,0 +1,91 @@
+"""The packed GEMV's kernels for 2..4 rows of x (csrc/gemv_packed.cu gemv_rows with MT > 1,
+cuda_ops.gemv_mt_launch): the M = 1 kernel's walk with each weight chunk dequantized once for all rows.
+CPU: the shape choice and that linear_packed launches them for 2..4 rows only (launches intercepted).
+GPU (marked `gpu`): every packed kind, K split over two warps or not, ragged N, a K whose chunks do not
+fill the lanes, bias: each row of the output is the M = 1 kernel's (same shape) bit for bit, nothing
+left unwritten (outputs poisoned with NaN), and within 2e-3 of the float reference; a CUDA graph of
+them. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+import torch
+
+from onecat.kernels import cuda_ops
+from onecat.kernels.weights import PACKED_FORMATS, random_packed
+
+SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
+gpu = pytest.mark.gpu
+K_OF = {"q4_0": 1056, "q4_1": 1056, "q8_0": 1056, "q4_k": 768, "q6_k": 768, "awq": 384}  # a kind's test K
+
+
+def test_mt_shape():
+    assert cuda_ops.gemv_mt_shape(4096) == (4, 1, 2, "n")  # few rows: K over two warps, as M = 1 does
+    assert cuda_ops.gemv_mt_shape(14336) == (4, 1, 1, "n")
+    for shape in {cuda_ops.gemv_mt_shape(n) for n in (4096, 14336)}:
+        assert shape in cuda_ops.GEMV_M1_SHAPES  # the M = 1 kernel of the same walk exists (bits below)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cuda_ops, "_launch", lambda kern, grid, block, *args, **kw: seen.append((kern.name, grid, args)))
+    return seen
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 16])
+def test_linear_packed_launch(launches, m):
+    w = random_packed(200, 256, "q4_0", torch.Generator().manual_seed(1))
+    cuda_ops.linear_packed(torch.zeros(m, 256, dtype=torch.float16), w)
+    (name, grid, args), = launches
+    if m == 1:
+        assert name == "gemv_r_q4_0_r4u1k2n"  # the M = 1 kernel gemv_m1_shape picks
+    elif m <= 4:
+        assert name == f"gemv_r_q4_0_r4u1k2n_t{2 if m == 2 else 4}", name
+        assert grid == (-(-200 // 8), 1, 1)  # 4 rows per warp, two K-warps of four: 8 rows per block
+        assert args[6] == m  # M: rows past it are neither read past x nor written
+    else:
+        assert name == "gemv_p_q4_0_m16", name  # (the GEMMs' providers take these rows ahead of it)
+
+
+def _inputs(kind, m, n, k, bias, seed):
+    gen = torch.Generator().manual_seed(seed)
+    w = random_packed(n, k, kind, gen, "cuda")
+    x = torch.randn(m, k, generator=gen).half().cuda()
+    b = torch.randn(n, generator=gen).half().cuda() if bias else None
+    return x, w, b
+
+
+@gpu
+@pytest.mark.parametrize("kind", PACKED_FORMATS)
+def test_rows_match_the_m1_kernel(kind):
+    for i, (m, n, bias) in enumerate(((2, 200, True), (3, 8200, False), (4, 200, False), (4, 8200, True))):
+        x, w, b = _inputs(kind, m, n, K_OF[kind], bias, SEED + i)
+        shape = cuda_ops.gemv_mt_shape(n)
+        with cuda_ops.poison_outputs():
+            got = cuda_ops.linear_packed(x, w, b)
+            for r in range(m):
+                one = torch.full((1, n), float("nan"), dtype=torch.float16, device="cuda")
+                cuda_ops.gemv_m1_launch(one, x[r:r + 1].contiguous(), w, shape, b)
+                assert torch.equal(got[r], one[0]), f"{kind} M={m} N={n} row {r}: not the M = 1 kernel's bits seed={SEED}"
+        want = x.float() @ w.dequantize().float().T + (b.float() if bias else 0)
+        err = float((got.double() - want.double()).norm() / want.double().norm())
+        assert err <= 2e-3, f"{kind} M={m} N={n}: rel err {err:.3g} seed={SEED}"
+
+
+@gpu
+def test_graph_capture():
+    x, w, b = _inputs("q4_k", 3, 4096, 4096, True, SEED)
+    want = cuda_ops.linear_packed(x, w, b)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s), torch.cuda.graph(g):
+        got = cuda_ops.linear_packed(x, w, b)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+

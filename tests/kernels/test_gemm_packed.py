@@ -195,8 +195,8 @@ def test_every_slot_kernel_has_a_block_shape(rd):
 
 
 def test_gemm_shape_register_direct():
-    """rd (q4_0, sm_80+): r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K) up to 64 rows (two row
-    tiles past 32), at most RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4
+    """rd (q4_0, sm_80+): r16 / r16w up to 16 rows, r32 / r32w (>= WIDE_MIN_N rows or K >= RD_LONG_K)
+    up to 64 rows (two row tiles past 32), at most RD_MAX_SPLITS splits (RD_LONG_K_SPLITS for r32w on long K), each >= 4
     K-steps of 128, no second wave; beyond 64 rows the shared-memory tiles."""
     h200 = {"m32": 4, "m64": 3, "m128": 2, "m32w": 4, "m64w": 2, "r32": 3, "r32w": 2, "r64": 2}
     rd = dict(rd=True)
@@ -211,6 +211,15 @@ def test_gemm_shape_register_direct():
     assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("r32w", 4)
     assert gemm_ops.gemm_shape(40, 4096, 512, 132, h200, **rd) == ("r32", 1)  # 4 K-steps: no split
     assert gemm_ops.gemm_shape(65, 4096, 4096, 132, h200, **rd)[0] not in gemm_ops.RD_TILES
+    # up to 16 rows the one-row-tile twins (s18: batch 3 / 4 / 8 steps 3-8% faster than on r32 / r32w)
+    h200 |= {"r16": 4, "r16w": 3}
+    assert gemm_ops.gemm_shape(4, 6144, 4096, 132, h200, **rd) == ("r16", 4)
+    assert gemm_ops.gemm_shape(16, 28672, 4096, 132, h200, **rd) == ("r16w", 1)
+    assert gemm_ops.gemm_shape(8, 4096, 14336, 132, h200, **rd) == ("r16w", 8)
+    for m in range(3, 17):
+        for n, k in ((4096, 4096), (28672, 4096), (4096, 14336)):
+            tile, s = gemm_ops.gemm_shape(m, n, k, 132, h200, **rd)
+            assert tile == ("r16w" if n >= 16384 or k >= gemm_ops.RD_LONG_K else "r16"), (m, n, k, tile)
     for m in range(17, 65):
         for n, k in ((80, 128), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096)):
             tile, s = gemm_ops.gemm_shape(m, n, k, 132, h200, **rd)

@@ -48,7 +48,7 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
 RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
-            "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
+            "r64": GemmTile(64, 64, 2, 128), "r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
 RD_MIN_CAPABILITY = (8, 0)
 # From 3 rows (linear's priority puts cuda_pack_gemm_rd before the GEMV): the GEMV's M = 2..16 kernels
 # (csrc/gemv_packed.cu gemv_packed: CUDA-core FMAs per row of x, dequantized per 4-row block) against
@@ -59,6 +59,11 @@ RD_MIN_CAPABILITY = (8, 0)
 # batch 2 3.19-3.26 -> 2.48-2.74 ms), while its 4-row form (168 registers) loses to these tiles at 3 / 4
 # rows (4.45 / 4.52 against 3.26 / 3.58 ms).
 RD_MIN_ROWS = 3
+# Up to 16 rows the one-row-tile twins r16 / r16w (gemm_rd.cu MT 1: half r32's MMAs and x staging, 128 /
+# 160 registers for 4 / 3 blocks per SM instead of 3 / 2): llama3-8b q4_0 decode step on the H200 (s18
+# call 4, same call, CUDA events, median of 30; steps vary ~5% between processes) batch 3 3.25 -> 3.13
+# ms, 4 3.46 -> 3.20 (3.41 on a second run), 8 3.48 -> 3.23, 16 3.65 -> 3.62.
+RD16_MAX_ROWS = 16
 # The shared-memory tiles (every packed format, sm_70+) from 5 rows, ahead of the GEMV in linear's
 # priority: the GEMV's M = 5..16 kernel (gemv_packed MT 16) is the one that made q4_0 batch 8 / 16
 # steps 11.8 / 16.3 ms (above); on llama3-8b q4_k (no register-direct tiles) batch 5 15.03 -> 6.05 ms,
@@ -147,7 +152,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps.
     rd (q4_0 on sm_80+, K % 128 == 0: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
-    (N >= WIDE_MIN_N or K >= RD_LONG_K), two row tiles high past 32 rows, splits as above but at most
+    (N >= WIDE_MIN_N or K >= RD_LONG_K; r16 / r16w up to RD16_MAX_ROWS), two row tiles high past 32 rows, splits as above but at most
     RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the
     shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices). Past 32 rows the 32-row
     tiles beat r64 (s16, M 48 / 64: qkv 22.7 vs 26.8 us, o 17.7 vs 18.9, down 39.4 vs 40.7, gate_up
@@ -158,6 +163,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     if rd and m <= 64:
         long_k = k >= RD_LONG_K
         tile = "r32w" if n >= WIDE_MIN_N or long_k else "r32"
+        if m <= RD16_MAX_ROWS:
+            tile = tile.replace("32", "16")
         blocks = -(-n // RD_TILES[tile].bn) * -(-m // RD_TILES[tile].bm)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS

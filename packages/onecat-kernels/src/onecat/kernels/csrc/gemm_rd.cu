@@ -305,6 +305,8 @@ GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps
 GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: M <= 64, N >= 16384
                                    // or K >= 8192)
 GEMM_RD(r64, 4, 2, 1, 2, 2, 0)     // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
+GEMM_RD(r16, 1, 2, 1, 2, 2, 0)     // 16 x 64: one row tile, for decode batches of 3..16 (half r32's MMAs and x)
+GEMM_RD(r16w, 1, 4, 1, 2, 1, 128)  // 16 x 128: r32w's shape at one row tile
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

@@ -89,3 +89,45 @@ def test_graph_capture():
     torch.cuda.synchronize()
     assert torch.equal(got, want)
 
+
+
+# -- rms_norm_linear's cuda_gemv_glu: the norm, then the two-row GEMV with the GLU behind ----------
+def _norm_problem(m, w, act="silu_and_mul", cap=(7, 0), residual=True):
+    import dataclasses
+
+    from onecat.kernels import ops
+    k = w.shape[1]
+    x = torch.zeros(m, k, dtype=torch.float16)
+    p = ops.problem("rms_norm_linear", x, torch.ones(k, dtype=torch.float16), 1e-5, w, x if residual else None, None,
+                    act)
+    return dataclasses.replace(p, device="cuda", capability=cap)
+
+
+def test_gemv_glu_admission(any_nvrtc):
+    from onecat.kernels import linear_fused_ops as lf, ops
+    w = random_packed(512, 256, "q4_k", torch.Generator().manual_seed(3))
+    assert lf.supports_gemv_glu(_norm_problem(2, w)) == []
+    assert lf.supports_gemv_glu(_norm_problem(2, w, residual=False)) == []
+    assert any("M=3: the two-row GLU GEMV takes 2 rows" in r for r in lf.supports_gemv_glu(_norm_problem(3, w)))
+    assert any("activation None" in r for r in lf.supports_gemv_glu(_norm_problem(2, w, act=None)))
+    order = ops.registry.priority["rms_norm_linear"]
+    assert order.index("cuda_gemv_norm") < order.index("cuda_pack_gemm_rd") < order.index("cuda_gemv_glu") \
+        < order.index("unfused")
+    for m, want in ((1, "cuda_gemv_norm"), (2, "cuda_gemv_glu"), (3, "unfused")):
+        assert ops.registry.explain(_norm_problem(m, w), check_available=False).provider.name == want, m
+
+
+@gpu
+@pytest.mark.parametrize("kind", PACKED_FORMATS)
+def test_gemv_glu_is_the_unfused_route(kind):
+    from onecat.kernels import linear_fused_ops as lf
+    gen = torch.Generator().manual_seed(SEED)
+    for n in (400, 16400):  # 200 outputs (not whole warps of them); past 8192 rows (no K split)
+        w = random_packed(n, K_OF[kind], kind, gen, "cuda")
+        x, res = (torch.randn(2, K_OF[kind], generator=gen).half().cuda() for _ in range(2))
+        nw = (1 + 0.1 * torch.randn(K_OF[kind], generator=gen)).half().cuda()
+        for r in (res, None):
+            with cuda_ops.poison_outputs():
+                got, got_res = lf.rms_norm_linear_gemv_glu(x, nw, 1e-5, w, r, None, "silu_and_mul")
+            want, want_res = lf.rms_norm_linear_unfused(x, nw, 1e-5, w, r, None, "silu_and_mul")
+            assert torch.equal(got, want) and torch.equal(got_res, want_res), f"{kind} N={n} res={r is not None} seed={SEED}"

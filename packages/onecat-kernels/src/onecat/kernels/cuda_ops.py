@@ -274,6 +274,9 @@ _GEMV_M1 = {(f, shape): gemv_m1_kernel(f, *shape) for f in PACKED_FORMATS for sh
 GEMV_MT_ROWS = (2, 4)  # M = 2..4 on the M = 1 walk: gemv_r_<fmt>_r4u1k<KS>n_t<MT> (MT = 2, 4; M = 3 runs MT 4)
 _GEMV_MT = {(f, ks, mt): Kernel("gemv_packed.cu", f"gemv_r_{f}_r4u1k{ks}n_t{mt}", "ppppppiiii", pdl=True)
             for f in PACKED_FORMATS for ks in (1, 2) for mt in GEMV_MT_ROWS}
+# ... with the GLU epilogue, two rows (gemv_r_<fmt>_r4u1k<KS>n_t2_glu: linear_fused_ops.cuda_gemv_glu)
+_GEMV_MT_GLU = {(f, ks, 2): Kernel("gemv_packed.cu", f"gemv_r_{f}_r4u1k{ks}n_t2_glu", "ppppppiiii", pdl=True)
+                for f in PACKED_FORMATS for ks in (1, 2)}
 GEMV_MT_MAX = max(GEMV_MT_ROWS)  # rows up to which linear_packed takes them
 
 
@@ -284,14 +287,17 @@ def gemv_mt_shape(n: int) -> tuple[int, int, int, str]:
     return (4, 1, 2 if n <= 8192 else 1, "n")
 
 
-def gemv_mt_launch(out, x, weight: PackedWeight, bias=None) -> None:
+def gemv_mt_launch(out, x, weight: PackedWeight, bias=None, glu: bool = False) -> None:
     """out[M, N] = x[M, K] W^T (+ bias) for M = 2..4 rows: the M = 1 kernel's walk with each weight chunk
-    dequantized once for all rows (csrc/gemv_packed.cu gemv_rows MT > 1): the weights read once."""
+    dequantized once for all rows (csrc/gemv_packed.cu gemv_rows MT > 1): the weights read once. glu
+    (2 rows, no bias): W = [gate | up] and out[M, N / 2] = silu(gate) * up, the bits of the plain kernel
+    then silu_and_mul."""
     m, k = x.shape[0], x.shape[-1]
     n = weight.shape[0]
     shape = gemv_mt_shape(n)
     mt = next(v for v in GEMV_MT_ROWS if v >= m)
-    _launch(_GEMV_MT[(weight.kind, shape[2], mt)], *gemv_m1_dims(n, shape), out.data_ptr(), x.data_ptr(),
+    kern = (_GEMV_MT_GLU if glu else _GEMV_MT)[(weight.kind, shape[2], mt)]
+    _launch(kern, *gemv_m1_dims(n // 2 if glu else n, shape, 2 if glu else 1), out.data_ptr(), x.data_ptr(),
             weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), m, n, k,
             weight.group_size // 32, device=x.device)
 _HMMA = Kernel("gemv.cu", "gemv_f16_hmma", "ppppiii")

@@ -16,6 +16,10 @@ rotary_and_cache):
   batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
   (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no
   silu_and_mul launch and no [gate | up] activations in memory; the unfused route's bits.
+* `cuda_gemv_glu` (rms_norm_linear with the activation, 2 rows of any packed format: a decode batch
+  of two's gate_up): ops.rms_norm, then the two-row packed GEMV with the GLU behind (csrc/gemv_packed.cu
+  _t2_glu entries), so no silu_and_mul launch; the unfused route's bits. (The norm fused in front as at
+  one row was slower for two: every block's prologue normalizes both rows; H200 s18.)
 * `unfused`: ops.rms_norm, ops.linear (and ops.silu_and_mul / ops.rotary_and_cache), each through
   its own admitted provider (the GPU route for batches, other formats and dense weights).
 * the torch reference everywhere else (the CPU route).
@@ -103,6 +107,30 @@ def rms_norm_linear_gemm_glu(x, norm_weight, eps, weight, residual=None, bias=No
     return gemm_ops.linear_packed_gemm_rd(h, weight, glu=True), res_out
 
 
+def supports_gemv_glu(p: Problem) -> list[str]:
+    r = _common(p)
+    fmt, n, k = p.param("format"), p.param("n"), p.param("k")
+    _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
+    _need(r, p.param("rows") == 2, f"M={p.param('rows')}: the two-row GLU GEMV takes 2 rows (decode, batch 2)")
+    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GLU epilogue is silu_and_mul only")
+    _need(r, p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
+    _need(r, n % 2 == 0, f"N={n} odd: not [gate | up]")
+    _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    return r
+
+
+def rms_norm_linear_gemv_glu(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    from . import ops
+    h, res_out = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
+        ops.rms_norm(x, norm_weight, eps, residual)
+    k = h.shape[-1]
+    out = _empty((*h.shape[:-1], weight.shape[0] // 2), h.dtype, h.device)
+    cuda_ops.gemv_mt_launch(out, h.reshape(-1, k), weight, glu=True)
+    return out, res_out
+
+
 def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
@@ -164,7 +192,9 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
         # rms_norm_linear: the GLU GEMM for batches between the one-row GEMV and the unfused route
-        reg.priority.setdefault(op, ["cuda_gemv_norm", *(["cuda_pack_gemm_rd"] if op == "rms_norm_linear" else []),
-                                     "unfused"])
+        reg.priority.setdefault(op, ["cuda_gemv_norm", *(["cuda_pack_gemm_rd", "cuda_gemv_glu"]
+                                                          if op == "rms_norm_linear" else []), "unfused"])
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,
                           supports=supports_gemm_glu))
+    reg.register(Provider("cuda_gemv_glu", "rms_norm_linear", rms_norm_linear_gemv_glu, available=available,
+                          supports=supports_gemv_glu))

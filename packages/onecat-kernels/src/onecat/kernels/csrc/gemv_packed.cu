@@ -198,7 +198,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   static_assert(EPI == EPI_NONE || R % 2 == 0, "GLU / rotary pairs rows");
   // (MT > 1 with the norm in front, H200 s18: its prologue per block for both rows made a batch-2 step
   // 16-24% slower than rms_norm + this plain kernel; dropped)
-  static_assert(MT == 1 || (EPI == EPI_NONE && !NORM_IN), "several rows of x: plain outputs only");
+  static_assert(MT == 1 || (EPI != EPI_ROPE && !NORM_IN), "several rows of x: plain or GLU outputs");
   __shared__ float red[KS > 1 ? NW : 1][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
@@ -346,6 +346,15 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
         out[n0 + r] = __float2half_rn(bias ? val[0][r] + __half2float(bias[n0 + r]) : val[0][r]);
       }
     }
+  } else if (kw == 0 && lane == 0 && EPI == EPI_GLU) {  // MT > 1, GLU: as the M = 1 GLU above, per row of x
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int r = 0; r < RO; ++r)
+        if (m < M && n0 + r < nout) {
+          const float g = __half2float(__float2half_rn(val[m][r])), u = __half2float(__float2half_rn(val[m][r + RO]));
+          out[(i64)m * nout + n0 + r] = __float2half_rn(g / (1.f + expf(-g)) * u);
+        }
   } else if (kw == 0 && lane == 0) {  // MT > 1: plain rows of M outputs
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -466,6 +475,15 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
     gemv_rows<F, R, U, PF, KS, EPI_NONE, false, 4, MT>(out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{}, \
                                                       GemvRope{}, M);                              \
   }
+// ... with the GLU behind (W = [gate | up], out = silu(gate) * up, N / 2 wide; linear_fused_ops'
+// cuda_gemv_glu after an rms_norm launch: a decode batch of two's gate_up without a silu_and_mul launch)
+#define GEMV_ROWS_MT_GLU(NAME, F, R, U, PF, KS, SFX, MT)                                              \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_t##MT##_glu( \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,               \
+      const unsigned char* meta, const __half* bias, int M, int N, int K, int gchunks) {           \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, false, 4, MT>(out, x, q, qh, meta, nullptr, N, K, gchunks, GemvNormIn{}, \
+                                                     GemvRope{}, M);                               \
+  }
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
 // and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
@@ -510,7 +528,9 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   GEMV_ROWS_MT(NAME, F, 4, 1, false, 2, n, 2) \
   GEMV_ROWS_MT(NAME, F, 4, 1, false, 2, n, 4) \
   GEMV_ROWS_MT(NAME, F, 4, 1, false, 1, n, 2) \
-  GEMV_ROWS_MT(NAME, F, 4, 1, false, 1, n, 4)
+  GEMV_ROWS_MT(NAME, F, 4, 1, false, 1, n, 4) \
+  GEMV_ROWS_MT_GLU(NAME, F, 4, 1, false, 2, n, 2) \
+  GEMV_ROWS_MT_GLU(NAME, F, 4, 1, false, 1, n, 2)
 
 GEMV_PACKED_ALL(q4_0, F_Q4_0)
 GEMV_PACKED_ALL(q4_1, F_Q4_1)

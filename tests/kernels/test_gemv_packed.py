@@ -17,6 +17,8 @@ import torch
 from onecat.kernels import cuda_ops
 from onecat.kernels.weights import PACKED_FORMATS, random_packed
 
+from .test_gemm_packed import _inputs  # (kind, m, n, k, bias, seed) -> x, a PackedWeight, bias on the GPU
+
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 gpu = pytest.mark.gpu
 K_OF = {"q4_0": 1056, "q4_1": 1056, "q8_0": 1056, "q4_k": 768, "q6_k": 768, "awq": 384}  # a kind's test K
@@ -49,14 +51,6 @@ def test_linear_packed_launch(launches, m):
         assert args[6] == m  # M: rows past it are neither read past x nor written
     else:
         assert name == "gemv_p_q4_0_m16", name  # (the GEMMs' providers take these rows ahead of it)
-
-
-def _inputs(kind, m, n, k, bias, seed):
-    gen = torch.Generator().manual_seed(seed)
-    w = random_packed(n, k, kind, gen, "cuda")
-    x = torch.randn(m, k, generator=gen).half().cuda()
-    b = torch.randn(n, generator=gen).half().cuda() if bias else None
-    return x, w, b
 
 
 @gpu

@@ -91,19 +91,28 @@ def supports_gemm_glu(p: Problem) -> list[str]:
     (silu_and_mul, no bias, [gate | up] halves in whole tiles: N / 2 % 64) and the norm's dtypes."""
     r = gemm_ops.supports_linear_packed_gemm_rd(p)
     n = p.param("n")
-    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GEMM epilogue is silu_and_mul only")
-    _need(r, p.param("bias") is None, "bias with an activation: the GLU epilogue takes none")
+    _need_glu_after_norm(r, p, "the GEMM epilogue", "the GLU epilogue")
     _need(r, all(gemm_ops.glu_fits(t, n) for t in ("r32", "r32w")),  # the tiles gemm_shape routes
           f"N={n}: the [gate | up] halves are not whole tiles (N / 2 % 64)")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
     return r
 
 
-def rms_norm_linear_gemm_glu(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+def _need_glu_after_norm(r: list[str], p: Problem, epilogue: str, kernel: str) -> None:
+    """The conditions of an rms_norm launch followed by a projection with the GLU behind."""
+    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: {epilogue} is silu_and_mul only")
+    _need(r, p.param("bias") is None, f"bias with an activation: {kernel} takes none")
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+
+
+def _norm(x, norm_weight, eps, residual):
+    """ops.rms_norm (after the residual add): (the normalized x, the new residual stream; x without one)."""
     from . import ops
-    h, res_out = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
-        ops.rms_norm(x, norm_weight, eps, residual)
+    return (ops.rms_norm(x, norm_weight, eps), x) if residual is None else ops.rms_norm(x, norm_weight, eps, residual)
+
+
+def rms_norm_linear_gemm_glu(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
+    h, res_out = _norm(x, norm_weight, eps, residual)
     return gemm_ops.linear_packed_gemm_rd(h, weight, glu=True), res_out
 
 
@@ -112,19 +121,14 @@ def supports_gemv_glu(p: Problem) -> list[str]:
     fmt, n, k = p.param("format"), p.param("n"), p.param("k")
     _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
     _need(r, p.param("rows") == 2, f"M={p.param('rows')}: the two-row GLU GEMV takes 2 rows (decode, batch 2)")
-    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GLU epilogue is silu_and_mul only")
-    _need(r, p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
+    _need_glu_after_norm(r, p, "the GLU epilogue", "the GLU kernel")
     _need(r, n % 2 == 0, f"N={n} odd: not [gate | up]")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
     return r
 
 
 def rms_norm_linear_gemv_glu(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
-    from . import ops
-    h, res_out = (ops.rms_norm(x, norm_weight, eps), x) if residual is None else \
-        ops.rms_norm(x, norm_weight, eps, residual)
+    h, res_out = _norm(x, norm_weight, eps, residual)
     k = h.shape[-1]
     out = _empty((*h.shape[:-1], weight.shape[0] // 2), h.dtype, h.device)
     cuda_ops.gemv_mt_launch(out, h.reshape(-1, k), weight, glu=True)
@@ -176,10 +180,7 @@ def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bia
 
 def rms_norm_linear_unfused(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
     from . import ops
-    if residual is None:
-        h, res_out = ops.rms_norm(x, norm_weight, eps), x
-    else:
-        h, res_out = ops.rms_norm(x, norm_weight, eps, residual)
+    h, res_out = _norm(x, norm_weight, eps, residual)
     y = ops.linear(h, weight, bias)
     return (ops.silu_and_mul(y) if act else y), res_out
 

@@ -86,6 +86,15 @@ def test_graph_capture():
 
 
 # -- rms_norm_linear's cuda_gemv_glu: the norm, then the two-row GEMV with the GLU behind ----------
+def test_mt_launch_refuses_other_row_counts(launches):
+    w = random_packed(200, 256, "q4_0", torch.Generator().manual_seed(1))
+    for m, glu in ((1, False), (5, False), (3, True)):
+        with pytest.raises(ValueError, match=f"{m} rows of x"):
+            cuda_ops.gemv_mt_launch(torch.zeros(m, 100, dtype=torch.float16), torch.zeros(m, 256, dtype=torch.float16),
+                                    w, glu=glu)
+    assert not launches
+
+
 def _norm_problem(m, w, act="silu_and_mul", cap=(7, 0), residual=True):
     import dataclasses
 

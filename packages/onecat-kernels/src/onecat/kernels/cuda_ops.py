@@ -294,6 +294,9 @@ def gemv_mt_launch(out, x, weight: PackedWeight, bias=None, glu: bool = False) -
     then silu_and_mul."""
     m, k = x.shape[0], x.shape[-1]
     n = weight.shape[0]
+    if not 2 <= m <= (2 if glu else GEMV_MT_MAX):
+        raise ValueError(f"gemv_mt_launch: {m} rows of x; the{' GLU' if glu else ''} kernels take 2.."
+                         f"{2 if glu else GEMV_MT_MAX}")
     shape = gemv_mt_shape(n)
     mt = next(v for v in GEMV_MT_ROWS if v >= m)
     kern = (_GEMV_MT_GLU if glu else _GEMV_MT)[(weight.kind, shape[2], mt)]

@@ -483,7 +483,7 @@ def argmax(logits):
 
 def register(reg: KernelRegistry) -> None:
     """Register the CUDA providers; for `linear` the tensor-core GEMV ahead of the FMA one, the packed
-    GEMMs (gemm_ops: from 2 / 5 rows) and the packed GEMV (M <= 16) in between."""
+    GEMMs (gemm_ops: from RD_MIN_ROWS / GEMM_MIN_ROWS rows) and the packed GEMV (M <= 16) in between."""
     for op, fn, sup in [("rms_norm", rms_norm, supports_rms_norm),
                         ("rotary_embedding", rotary_embedding, supports_rotary),
                         ("silu_and_mul", silu_and_mul, supports_act),
@@ -495,6 +495,6 @@ def register(reg: KernelRegistry) -> None:
                         ("argmax", argmax, supports_argmax)]:
         name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0) from 2 rows, the shared-memory
-    # one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS)
+    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0) from 3 rows, the shared-memory
+    # one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS); fewer rows, or no GEMM admitted, the GEMV
     reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda_pack", "cuda"])

@@ -47,8 +47,9 @@ _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 # Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
 # x through shared memory): rows x features per block, K per step (K % bk == 0).
-RD_TILES = {"r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
-            "r64": GemmTile(64, 64, 2, 128), "r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
+RD_TILES = {"r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128),
+            "r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
+            "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
 RD_MIN_CAPABILITY = (8, 0)
 # From 3 rows (linear's priority puts cuda_pack_gemm_rd before the GEMV): the GEMV's M = 2..16 kernels
 # (csrc/gemv_packed.cu gemv_packed: CUDA-core FMAs per row of x, dequantized per 4-row block) against
@@ -152,8 +153,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps.
     rd (q4_0 on sm_80+, K % 128 == 0: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
-    (N >= WIDE_MIN_N or K >= RD_LONG_K; r16 / r16w up to RD16_MAX_ROWS), two row tiles high past 32 rows, splits as above but at most
-    RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the
+    (N >= WIDE_MIN_N or K >= RD_LONG_K; their one-row-tile twins r16 / r16w up to RD16_MAX_ROWS), two
+    row tiles high past 32 rows, splits as above but at most RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the
     shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices). Past 32 rows the 32-row
     tiles beat r64 (s16, M 48 / 64: qkv 22.7 vs 26.8 us, o 17.7 vs 18.9, down 39.4 vs 40.7, gate_up
     level): the finer grid fills 3 blocks per SM where r64's left SMs with one block beside SMs with
@@ -162,9 +163,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     res = resident or GEMM_V100_RESIDENT
     if rd and m <= 64:
         long_k = k >= RD_LONG_K
-        tile = "r32w" if n >= WIDE_MIN_N or long_k else "r32"
-        if m <= RD16_MAX_ROWS:
-            tile = tile.replace("32", "16")
+        wide = n >= WIDE_MIN_N or long_k
+        tile = ("r16w" if wide else "r16") if m <= RD16_MAX_ROWS else ("r32w" if wide else "r32")
         blocks = -(-n // RD_TILES[tile].bn) * -(-m // RD_TILES[tile].bm)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS

@@ -192,7 +192,8 @@ def register(reg: KernelRegistry) -> None:
              supports_gemv_norm_rope)):
         reg.register(Provider("cuda_gemv_norm", op, fused, available=available, supports=supports))
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
-        # rms_norm_linear: the GLU GEMM for batches between the one-row GEMV and the unfused route
+        # rms_norm_linear: between the one-row GEMV and the unfused route, the GLU forms for batches (the
+        # register-direct GEMM's from 3 rows, the two-row GEMV's at 2)
         reg.priority.setdefault(op, ["cuda_gemv_norm", *(["cuda_pack_gemm_rd", "cuda_gemv_glu"]
                                                           if op == "rms_norm_linear" else []), "unfused"])
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,

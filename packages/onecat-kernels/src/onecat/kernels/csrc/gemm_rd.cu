@@ -1,6 +1,6 @@
 // gemm_rd.cu: the decode-batch packed GEMM with the weights dequantized straight into tensor-core
-// fragments (register-direct): y[M, N] = x[M, K] @ W[N, K]^T (+ bias), M <= BM rows per block (32 or
-// 64), q4_0 PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0. FP16 in
+// fragments (register-direct): y[M, N] = x[M, K] @ W[N, K]^T (+ bias), M <= BM rows per block (16, 32
+// or 64), q4_0 PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0. FP16 in
 // and out, FP32 accumulation. sm_80+ (mma.sync m16n8k16); gemm_ops admits it on those GPUs only.
 //
 // Why: gemm_packed.cu stores every dequantized weight to shared memory as fp16 and each warp reads
@@ -301,12 +301,12 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, PF, false, nullptr, )                          \
   GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_glu, MT, NB, KS, PDW, PDX, PF, true, nullptr, )                     \
   GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, PF, false, trace, , unsigned long long* trace)
-GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: M <= 64)
-GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: M <= 64, N >= 16384
-                                   // or K >= 8192)
+GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: 17..64 rows)
+GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: 17..64 rows,
+                                   // N >= 16384 or K >= 8192)
 GEMM_RD(r64, 4, 2, 1, 2, 2, 0)     // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
-GEMM_RD(r16, 1, 2, 1, 2, 2, 0)     // 16 x 64: one row tile, for decode batches of 3..16 (half r32's MMAs and x)
-GEMM_RD(r16w, 1, 4, 1, 2, 1, 128)  // 16 x 128: r32w's shape at one row tile
+GEMM_RD(r16, 1, 2, 1, 2, 2, 0)     // 16 x 64: one row tile (half r32's MMAs and x; route: 3..16 rows)
+GEMM_RD(r16w, 1, 4, 1, 2, 1, 128)  // 16 x 128: r32w at one row tile (route: 3..16 rows, as r32w's matrices)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),
 // W refilled right after its step's MMAs (a ring of PDW sets: r32 157 -> 128 registers), W 3 or 4 steps
 // ahead, 8-warp blocks of r32's / r64's warp tile (half the x traffic per W byte): none beat the three

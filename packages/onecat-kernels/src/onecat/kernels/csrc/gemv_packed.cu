@@ -182,7 +182,7 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
 // Per chunk and row the 32 products are summed in two fp16 chains of 8 HFMA2 (|w'| <= 1, so a
 // chain stays below 16 max|x|: finite for |x| < 4K), then one convert and one FFMA with the scale.
-// MT > 1 (M = 2..MT rows of x, plain outputs): the same walk with every chunk's words dequantized once
+// MT > 1 (M = 2..MT rows of x, plain or GLU outputs): the same walk with every chunk's words dequantized once
 // for all M rows (chunk_dot_mt: per row of x the M = 1 kernel's bits); rows m >= M read row M - 1 and
 // are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
 // GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
@@ -485,7 +485,8 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                      GemvRope{}, M);                               \
   }
 // MT (a compile-time bound on M; rows m >= M are skipped) and R (rows of W per block) for M = 2..4
-// and 5..16 (x reuse across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
+// (since s18 only the A/B baseline of the _t<MT> kernels: cuda_ops.GEMV_MT_MAX = 1) and 5..16 (x reuse
+// across 4 rows); M = 1 has the warp-per-rows kernels in several shapes (the
 // provider picks one per matrix, cuda_ops.gemv_m1_shape; tools/gpu/gemv_variants.py times them all).
 // M = 1 with the RMSNorm in front (gemv_r_<fmt>_r<R>u<U>k<KS>[n]_rn; _rn_glu with the GLU epilogue,
 // _rn_rope with rotary + KV-cache write of [q | k | v]): the shapes gemv_m1_shape picks for qkv and

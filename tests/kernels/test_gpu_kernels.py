@@ -54,7 +54,7 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                 Case("q4_0 M=32 N=28672 K=4096 res glu", (_randn(gen, 32, 4096), norm_w(4096), 1e-5,
                                                           random_packed(28672, 4096, "q4_0", gen, "cuda"),
                                                           _randn(gen, 32, 4096), None, "silu_and_mul")),
-                # batch 2: the unfused route, whose projection is the two-row GEMV
+                # batch 2: cuda_gemv_glu (the GLU case) and the unfused route, both over the two-row GEMV
                 Case("q4_k M=2 N=28672 K=4096 res glu", (_randn(gen, 2, 4096), norm_w(4096), 1e-5,
                                                          random_packed(28672, 4096, "q4_k", gen, "cuda"),
                                                          _randn(gen, 2, 4096), None, "silu_and_mul")),

@@ -48,7 +48,7 @@ def small():
 
 def test_priority_list():
     order = ops.registry.order("linear")
-    # the register-direct tiles first (from RD_MIN_ROWS rows, sm_80+ q4_0), the shared-memory ones (from
+    # the register-direct tiles first (from RD_MIN_ROWS rows, sm_80+ q4_0 / q4_k), the shared-memory ones (from
     # GEMM_MIN_ROWS), then the GEMV
     assert order.index("cuda_pack_gemm_rd") + 1 == order.index("cuda_pack_gemm") == order.index("cuda_pack") - 1
     assert order.index("cuda_pack_gemm") < order.index("cuda") and order[-1] == REFERENCE
@@ -58,7 +58,7 @@ def test_priority_list():
 @pytest.mark.parametrize("kind", PACKED_FORMATS)
 def test_admitted_by_rows(small, kind, cap, any_nvrtc):
     w = small[kind]
-    rd = kind == "q4_0" and cap >= (8, 0)  # the register-direct tiles: q4_0, 3..64 rows, sm_80+
+    rd = kind in gemm_ops.RD_FORMATS and cap >= (8, 0)  # the register-direct tiles: q4_0 / q4_k, 3..64 rows, sm_80+
     for m in (17, 64, 300):
         sel = _select(_problem(torch.zeros(m, 256, dtype=torch.float16), w, cap=cap))
         assert sel.provider.name == ("cuda_pack_gemm_rd" if rd and m <= 64 else "cuda_pack_gemm"), (m, sel.refused)
@@ -77,8 +77,8 @@ def test_admitted_by_rows(small, kind, cap, any_nvrtc):
 
 
 def test_register_direct_admission(small, any_nvrtc):
-    """cuda_pack_gemm_rd: sm_80+, packed q4_0, 3..64 rows, K % 128 == 0; every refusal says why and
-    the shared-memory GEMM takes the call instead (a V100 keeps it)."""
+    """cuda_pack_gemm_rd: sm_80+, packed q4_0 (K % 128 == 0) or q4_k (K % 256), 3..64 rows; every refusal
+    says why and the shared-memory GEMM takes the call instead (a V100 keeps it)."""
     x, w = torch.zeros(32, 256, dtype=torch.float16), small["q4_0"]
 
     def reasons(p):
@@ -86,7 +86,9 @@ def test_register_direct_admission(small, any_nvrtc):
 
     assert reasons(_problem(x, w, cap=(8, 0))) == [] and reasons(_problem(x, w, cap=(9, 0))) == []
     assert "capability 7.0 < 8.0 (mma.sync m16n8k16)" in reasons(_problem(x, w, cap=(7, 0)))
-    assert "weight format packed_q4_k not packed_q4_0" in reasons(_problem(x, small["q4_k"], cap=(9, 0)))
+    assert reasons(_problem(x, small["q4_k"], cap=(9, 0))) == []
+    for kind in ("q4_1", "q8_0", "q6_k", "awq"):
+        assert f"weight format packed_{kind} not packed_q4_0 / packed_q4_k" in reasons(_problem(x, small[kind], cap=(9, 0)))
     assert any("the register-direct tiles take 3..64" in r
                for r in reasons(_problem(torch.zeros(65, 256, dtype=torch.float16), w, cap=(9, 0))))
     assert "K=288 not a multiple of 128 (the K-step)" in reasons(_problem(x, w, cap=(9, 0), k=288))
@@ -274,10 +276,10 @@ def test_forced_split_is_clamped(launches, small):
 
 
 def test_trace_only_register_direct(launches, small):
-    """A trace buffer with a tile that has no traced entry (the shared-memory tiles) is refused before
-    any launch."""
+    """A trace buffer with a tile that has no traced entry (the shared-memory tiles, q4_k's register-direct
+    ones) is refused before any launch."""
     x = torch.zeros(20, 256, dtype=torch.float16)
-    with pytest.raises(ValueError, match="only the register-direct tiles"):
+    with pytest.raises(ValueError, match="only the register-direct q4_0 tiles"):
         gemm_ops.gemm_launch(x, small["q4_0"], None, "m32", 1, trace=torch.zeros(64, 16, dtype=torch.int64))
     assert launches == []
 
@@ -394,38 +396,49 @@ def test_every_tile_and_split(kind):
 
 @gpu
 @needs_rd
-def test_register_direct_tiles():
-    """gemm_rd_q4_0_<tile> against the float reference: M up to 64 (ragged; 32-row tiles two high), N
-    not a multiple of the tile (128 / 64) nor of 8, K from one step to 4096, bias, splits incl. uneven."""
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+def test_register_direct_tiles(kind):
+    """gemm_rd_<kind>_<tile> against the float reference: M up to 64 (ragged; 32-row tiles two high), N
+    not a multiple of the tile (128 / 64) nor of 8, K from one step (q4_k: one super-block, two steps) to
+    4096, bias, splits incl. uneven (q4_k: splits starting on odd steps, the second half of a super-block)."""
     for m, n, k, bias in ((17, 72, 256, True), (32, 4096, 4096, False), (25, 200, 1280, True), (64, 83, 768, False),
                           (40, 6144, 4096, True), (33, 136, 256, False), (2, 4096, 4096, True), (5, 88, 512, False),
-                          (16, 6144, 4096, False)):
-        x, w, b = _inputs("q4_0", m, n, k, bias, SEED + m + n)
+                          (16, 6144, 4096, False), (3, 96, 2816, True)):
+        if kind == "q4_k" and k % 256:
+            k += 128
+        x, w, b = _inputs(kind, m, n, k, bias, SEED + m + n)
         ref = _ref(x, w, b)
-        for tile, t in gemm_ops.RD_TILES.items():  # 32-row tiles two high past 32 rows
+        for tile in gemm_ops.rd_tiles(kind):  # 32-row tiles two high past 32 rows
             for splits in (1, 3, 8):
                 with cuda_ops.poison_outputs():
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 err = _err(got, ref)
-                assert err <= TOL, f"M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
-    x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
-    with pytest.raises(ValueError, match="K % 128"):
-        gemm_ops.gemm_launch(x, w, None, "r32", 1)
+                assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+    if kind == "q4_0":
+        x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
+        with pytest.raises(ValueError, match="K % 128"):
+            gemm_ops.gemm_launch(x, w, None, "r32", 1)
+    else:
+        x, w, _ = _inputs("q4_k", 20, 64, 256, False, SEED)
+        with pytest.raises(ValueError, match="a tile other than r64"):
+            gemm_ops.gemm_launch(x, w, None, "r64", 1)
 
 
 @gpu
 @needs_rd
-def test_register_direct_glu():
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+def test_register_direct_glu(kind):
     """The _glu entries give linear then silu_and_mul bit for bit (ragged rows, both halves' tiles at the
     matrix's end, splits incl. uneven), within the float reference's tolerance; the GLU route of
     rms_norm_linear equals the unfused one, eager and under CUDA-graph replay; a matrix whose halves
     are not whole tiles is refused before any launch."""
     for m, n, k in ((17, 256, 256), (32, 28672, 4096), (40, 384, 1280), (64, 512, 768), (3, 256, 512), (16, 28672, 4096)):
-        x, w, _ = _inputs("q4_0", m, n, k, False, SEED + m + n)
+        k += 256 if kind == "q4_k" and k % 256 else 0
+        x, w, _ = _inputs(kind, m, n, k, False, SEED + m + n)
         d = n // 2
         y = _ref(x, w, None).half().float()
         ref = torch.nn.functional.silu(y[:, :d]) * y[:, d:]
-        for tile in gemm_ops.RD_TILES:
+        for tile in gemm_ops.rd_tiles(kind):
             if not gemm_ops.glu_fits(tile, n):
                 continue
             for splits in (1, 3):
@@ -434,11 +447,11 @@ def test_register_direct_glu():
                     got = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=True)
                 assert got.shape == (m, d) and torch.equal(got, want), (m, n, k, tile, splits)
                 assert _err(got, ref) <= TOL, (m, n, k, tile, splits)
-    x, w, _ = _inputs("q4_0", 20, 200, 256, False, SEED)  # halves of 100 rows: no tile's half divides them
+    x, w, _ = _inputs(kind, 20, 200, 256, False, SEED)  # halves of 100 rows: no tile's half divides them
     with pytest.raises(ValueError, match="packed GEMM GLU"):
         gemm_ops.gemm_launch(x, w, None, "r32", 1, glu=True)
     gen = torch.Generator().manual_seed(SEED)
-    x, w, _ = _inputs("q4_0", 32, 28672, 4096, False, SEED)
+    x, w, _ = _inputs(kind, 32, 28672, 4096, False, SEED)
     res = torch.randn(32, 4096, generator=gen).half().cuda()
     norm = (torch.rand(4096, generator=gen) + 0.5).half().cuda()
     p = ops.problem("rms_norm_linear", x, norm, 1e-5, w, res, None, "silu_and_mul")
@@ -483,18 +496,22 @@ def test_register_direct_traced():
 @gpu
 @needs_rd
 def test_register_direct_route():
-    """ops.linear on q4_0 with 3..64 rows and K % 128 == 0 takes the register-direct tiles (split-K and
-    CUDA-graph replay included); K % 128 != 0 keeps the shared-memory tiles."""
-    for m, n, k in ((17, 200, 128), (32, 4096, 4096), (48, 16448, 1024), (64, 4096, 14336), (20, 96, 1056),
-                    (3, 4096, 4096), (8, 6144, 4096)):
-        x, w, b = _inputs("q4_0", m, n, k, m == 48, SEED + m)
-        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", x.device), rd=k % 128 == 0)
+    """ops.linear on q4_0 with 3..64 rows and K % 128 == 0 (q4_k: any K, a multiple of 256) takes the
+    register-direct tiles (split-K and CUDA-graph replay included); q4_0 with K % 128 != 0 keeps the
+    shared-memory tiles."""
+    for kind, m, n, k in (("q4_0", 17, 200, 128), ("q4_0", 32, 4096, 4096), ("q4_0", 48, 16448, 1024),
+                          ("q4_0", 64, 4096, 14336), ("q4_0", 20, 96, 1056), ("q4_0", 3, 4096, 4096),
+                          ("q4_0", 8, 6144, 4096), ("q4_k", 3, 4096, 4096), ("q4_k", 12, 28672, 4096),
+                          ("q4_k", 32, 4096, 14336), ("q4_k", 64, 6144, 4096)):
+        x, w, b = _inputs(kind, m, n, k, m == 48, SEED + m)
+        rd = k % 128 == 0
+        tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device), rd=rd)
         sel = ops.registry.select(ops.problem("linear", x, w, b)).provider.name
-        assert sel == ("cuda_pack_gemm_rd" if k % 128 == 0 else "cuda_pack_gemm"), (m, n, k, sel)
+        assert sel == ("cuda_pack_gemm_rd" if rd else "cuda_pack_gemm"), (kind, m, n, k, sel)
         with cuda_ops.poison_outputs():
             got = ops.linear(x, w, b)
         err = _err(got, _ref(x, w, b))
-        assert err <= TOL, f"M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
+        assert err <= TOL, f"{kind} M={m} N={n} K={k} {tile} x{splits}: rel err {err:.3g} seed={SEED}"
     x, w, b = _inputs("q4_0", 32, 4096, 4096, True, SEED)
     g = torch.cuda.CUDAGraph()
     ops.linear(x, w, b)

@@ -30,10 +30,10 @@ SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, g
 SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
 
 
-def variants(m: int, k: int, rd: bool, rd_only: bool = False, splits=SPLITS):
+def variants(fmt: str, m: int, k: int, rd: bool, rd_only: bool = False, splits=SPLITS):
     tiles = [] if rd and rd_only else list(gemm_ops.GEMM_TILES) if m <= 128 else ["m64", "m128"]
-    if rd and m <= 64:  # the register-direct q4_0 tiles (sm_80+), 32-row ones stacked two high at M > 32
-        tiles += [t for t, tile in gemm_ops.RD_TILES.items() if k % tile.bk == 0]
+    if rd and m <= 64:  # the register-direct tiles (sm_80+), 32-row ones stacked two high at M > 32
+        tiles += [t for t in gemm_ops.rd_tiles(fmt) if k % gemm_ops.RD_TILES[t].bk == 0]
     return [(t, s) for t in tiles for s in splits]
 
 
@@ -82,11 +82,11 @@ def main() -> int:
                 finite = bool(torch.isfinite(y).all())
                 med = statistics.median(time_sets(lambda i: ops.linear(xs[i], ws[i]), nsets, args.iters))
                 shape = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(fmt, xs[0].device),
-                                            rd=gemm_ops.rd_fits(fmt, k, xs[0].device))
+                                            rd=sel == "cuda_pack_gemm_rd")  # the route's tiles (not the GEMV's)
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
-                    for tile, s in variants(m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only,
+                    for tile, s in variants(fmt, m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only,
                                             tuple(int(v) for v in args.splits.split(","))):
                         if tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
                             with cuda_ops.poison_outputs():

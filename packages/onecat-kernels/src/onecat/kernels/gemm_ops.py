@@ -1,6 +1,6 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
+q4_0 / q4_k, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
 GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ WIDE_MIN_N = 16384
 GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
-# Register-direct q4_0 tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
-# x through shared memory): rows x features per block, K per step (K % bk == 0).
+# Register-direct tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
+# x through shared memory) for q4_0 and q4_k: rows x features per block, K per step (K % bk == 0; q4_k's
+# K is a multiple of its 256-weight super-block anyway).
 RD_TILES = {"r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128),
             "r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
             "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
@@ -67,19 +68,30 @@ RD_MIN_ROWS = 3
 RD16_MAX_ROWS = 16
 # The shared-memory tiles (every packed format, sm_70+) from 5 rows, ahead of the GEMV in linear's
 # priority: the GEMV's M = 5..16 kernel (gemv_packed MT 16) is the one that made q4_0 batch 8 / 16
-# steps 11.8 / 16.3 ms (above); on llama3-8b q4_k (no register-direct tiles) batch 5 15.03 -> 6.05 ms,
-# batch 16 6.66 ms on the tiles (H200 s17 call 9). 2..4 rows stay on the GEMV (cuda_ops.gemv_mt_launch:
-# q4_k batch 2 3.76-3.97 -> 2.74-2.79 ms, batch 4 5.03 -> 4.30, s18). V100: the same kernels, not timed there.
+# steps 11.8 / 16.3 ms (above); on llama3-8b q4_k batch 5 15.03 -> 6.05 ms, batch 16 6.66 ms on the tiles
+# (H200 s17 call 9), where since s19 its register-direct tiles take 3..64 rows (batch 4 / 8 / 16 / 32 / 64
+# 4.47 / 6.32 / 6.39 / 6.92 / 9.34 -> 3.32 / 3.61 / 3.73 / 4.67 / 7.94 ms, s19 call 2). 2 rows stay on the
+# GEMV (cuda_ops.gemv_mt_launch: q4_k batch 2 3.76-3.97 -> 2.74-2.79 ms, s18). V100: the same tiles, not
+# timed there.
 GEMM_MIN_ROWS = 5
 RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or within 5% on the llama3-8b matrices
 # ... except the long-K down projection (4096 x 14336): r32w split up to 8 ways beat r32 x 4 by 6-7%
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K take r32w there (up to 64 rows since
 # s16: 38.5 vs r64 40.5 us at M 64)
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
-_RD = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in RD_TILES}
+RD_FORMATS = ("q4_0", "q4_k")
+_RD_ENTRIES = [(f, t) for f in RD_FORMATS for t in RD_TILES if f == "q4_0" or t != "r64"]  # r64: q4_0's A/B only
+_RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
-_RD_GLU = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_glu", "ppppppppiiiii", pdl=True) for t in RD_TILES}
-# the same tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
+_RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
+
+
+def rd_tiles(kind: str) -> list[str]:
+    """The register-direct tiles gemm_rd.cu has for a packed format (none for one it does not take)."""
+    return [t for f, t in _RD_ENTRIES if f == kind]
+
+
+# the q4_0 tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _RD_TRACE = {t: Kernel("gemm_rd.cu", f"gemm_rd_q4_0_{t}_trace", "ppppppppiiiiip", pdl=True) for t in RD_TILES}
 
 
@@ -89,8 +101,10 @@ def _capability(idx: int) -> tuple[int, int]:
 
 
 def rd_fits(kind: str, k: int, device: torch.device) -> bool:
-    """Whether the register-direct kernels take this matrix on this device (q4_0, K % 128, sm_80+)."""
-    return kind == "q4_0" and k % 128 == 0 and device.type == "cuda" and _capability(cuda_index(device)) >= RD_MIN_CAPABILITY
+    """Whether the register-direct kernels take this matrix on this device (q4_0 with K % 128, q4_k with
+    K % 256; sm_80+)."""
+    return (kind in RD_FORMATS and k % (256 if kind == "q4_k" else 128) == 0 and device.type == "cuda"
+            and _capability(cuda_index(device)) >= RD_MIN_CAPABILITY)
 
 
 # The decode tiles on the GEMM-tiled q4_0 layout (tile_q4_0): an experiment gemm_bench --tiled times
@@ -120,7 +134,7 @@ def slot_kernels(kind: str, rd: bool) -> dict[str, Kernel]:
     each one's block shape)."""
     kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
     if rd:
-        kernels.update(_RD)
+        kernels.update({t: kern for (f, t), kern in _RD.items() if f == kind})
     return kernels
 
 
@@ -132,7 +146,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     idx = cuda_index(device)
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
-    for tile, kern in slot_kernels(kind, rd_fits(kind, 128, device)).items():
+    for tile, kern in slot_kernels(kind, rd_fits(kind, 256, device)).items():
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = kern.function(idx)  # compiles / loads the module once
@@ -152,7 +166,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     walk is a chain of dependent loads, so when the tiles leave resident slots empty (decode
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps.
-    rd (q4_0 on sm_80+, K % 128 == 0: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
+    rd (q4_0 / q4_k on sm_80+: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
     (N >= WIDE_MIN_N or K >= RD_LONG_K; their one-row-tile twins r16 / r16w up to RD16_MAX_ROWS), two
     row tiles high past 32 rows, splits as above but at most RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the
     shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices). Past 32 rows the 32-row
@@ -210,9 +224,10 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         raise ValueError(f"packed GEMM GLU: tile {tile}, N={n}, bias {bias is not None}: needs a register-direct "
                          "tile whose half width divides N / 2, no bias, no trace")
     out = _empty((*x.shape[:-1], n // 2 if glu else n), x.dtype, x.device)
-    if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0):
-        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} "
-                         f"(needs q4_0, K % {RD_TILES[tile].bk} == 0, sm_80+)")
+    if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
+                                 and (weight.kind, tile) in _RD):
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} (needs sm_80+ and q4_0 "
+                         f"with K % {RD_TILES[tile].bk} == 0, or q4_k with K % 256 == 0 on a tile other than r64)")
     if m:
         t = _tile(tile)
         steps = -(-k // t.bk)
@@ -227,12 +242,12 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        kern = _GEMM_TL[tile] if tiled else (_RD_GLU if glu else _RD)[tile] if tile in RD_TILES \
+        kern = _GEMM_TL[tile] if tiled else (_RD_GLU if glu else _RD)[(weight.kind, tile)] if tile in RD_TILES \
             else _GEMM[(weight.kind, tile)]
         extra = ()
         if trace is not None:
-            if tile not in RD_TILES or tiled:
-                raise ValueError(f"packed GEMM trace: only the register-direct tiles {sorted(RD_TILES)} have one")
+            if tile not in RD_TILES or tiled or weight.kind != "q4_0":
+                raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} have one")
             kern = _RD_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
@@ -251,7 +266,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """3..64 rows of x against a q4_0 PackedWeight on sm_80+: weights dequantized straight into the
+    """3..64 rows of x against a q4_0 / q4_k PackedWeight on sm_80+: weights dequantized straight into the
     MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
@@ -282,13 +297,14 @@ def _packed_common(p: Problem) -> list[str]:
 
 def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
     """cuda_pack_gemm's conditions other than M (device, dtype, packed format, bias, layout) plus the
-    register-direct tiles' own: sm_80+, q4_0, RD_MIN_ROWS..64 rows, K a multiple of the 128-wide K-step."""
+    register-direct tiles' own: sm_80+, q4_0 or q4_k, RD_MIN_ROWS..64 rows, K a multiple of the 128-wide
+    K-step (q4_k: of its 256-weight super-block, _packed_common)."""
     r = _packed_common(p)
     fmt, k, cap, rows = p.param("format"), p.param("k"), p.capability, p.param("rows")
     major, minor = RD_MIN_CAPABILITY
     _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
           f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
-    _need(r, fmt == "packed_q4_0", f"weight format {fmt} not packed_q4_0")
+    _need(r, fmt in ("packed_q4_0", "packed_q4_k"), f"weight format {fmt} not packed_q4_0 / packed_q4_k")
     _need(r, rows == "17-64" or (isinstance(rows, int) and rows >= RD_MIN_ROWS),
           f"M={rows} rows: the register-direct tiles take {RD_MIN_ROWS}..64")
     _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")

@@ -1,7 +1,14 @@
 // gemm_rd.cu: the decode-batch packed GEMM with the weights dequantized straight into tensor-core
 // fragments (register-direct): y[M, N] = x[M, K] @ W[N, K]^T (+ bias), M <= BM rows per block (16, 32
-// or 64), q4_0 PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0. FP16 in
-// and out, FP32 accumulation. sm_80+ (mma.sync m16n8k16); gemm_ops admits it on those GPUs only.
+// or 64), q4_0 or q4_k PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0.
+// FP16 in and out, FP32 accumulation. sm_80+ (mma.sync m16n8k16); gemm_ops admits it on those GPUs only.
+// q4_k (gemm_rd_q4_k_*): the same walk (its chunks' nibbles are laid out as q4_0's), each lane loading
+// one 32-bit word of its row's 16-byte super-block header per step (a super-block is two steps) and the
+// 4 lanes of a row trading them by shuffles: one register per ring slot as q4_0's scale. Its weight is
+// one more HFMA2 per pair (q4k_consts / q4_k_word); H200 s19 (llama3-8b matrices, against the
+// shared-memory tiles / the four-row GEMV it replaces): gate_up 82 -> 36 us at M 8-16, 84 -> 45 at 32,
+// 100 -> 84 at 64; decode steps batch 4 / 8 / 16 / 32 / 64: 4.47 / 6.32 / 6.39 / 6.92 / 9.34 ->
+// 3.32 / 3.61 / 3.73 / 4.67 / 7.94 ms (benchmarks/results/h200-2026-11-30-s19).
 //
 // Why: gemm_packed.cu stores every dequantized weight to shared memory as fp16 and each warp reads
 // its fragments back (wmma): ~18 shared-memory bytes per packed weight byte at M = 32, and ncu shows
@@ -106,8 +113,59 @@ ONECAT_DEVICE unsigned short ldg_s(const unsigned short* p) {
   return __ldg(p);
 }
 
-template <int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
-__device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
+template <int PF>
+ONECAT_DEVICE unsigned ldg_u(const unsigned* p) {
+  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  if constexpr (PF == 128) {
+    unsigned v;
+    asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+  }
+#endif
+  return __ldg(p);
+}
+
+// q4_k: one chunk's constants from its super-block header (16 bytes: fp16 d, fp16 dmin, 8 x 12-bit
+// (scale, min) fields; the 4 lanes of a W row hold its words 0..3, this lane's chunk is field j).
+// (1024 + q) sc - 1024 sc and (1024 + 16 q) sc / 16 - 64 sc are q sc exactly (<= 945); the weight is
+// then one HFMA2, q sc x d - dmin mn, with dmin mn rounded to fp16 first (the reference's fp32 weight
+// rounds once: this one is off by at most that rounding, ~2^-11 of dmin mn).
+template <bool QK> struct ScaleWordOf { using type = unsigned short; };  // q4_0: a chunk's fp16 d
+template <> struct ScaleWordOf<true> { using type = unsigned; };           // q4_k: a header word
+template <bool QK> using ScaleWord = typename ScaleWordOf<QK>::type;
+
+struct Q4kConsts {
+  __half2 a, z, ah, zh, d, e;
+};
+ONECAT_DEVICE Q4kConsts q4k_consts(unsigned hw, int lane, int j) {
+  const int base = lane & ~3, off = 12 * j, lw = 1 + (off >> 5);
+  const unsigned w0 = __shfl_sync(0xffffffffu, hw, base);
+  const unsigned lo = __shfl_sync(0xffffffffu, hw, base + lw);
+  const unsigned hi = __shfl_sync(0xffffffffu, hw, base + min(lw + 1, 3));
+  const unsigned f = __funnelshift_r(lo, hi, off & 31);
+  const __half2 sc = __half2half2(__uint2half_rn(f & 63u)), mn = __half2half2(__uint2half_rn((f >> 6) & 63u));
+  Q4kConsts c;
+  c.a = sc;
+  c.z = __hmul2(sc, h2c(-1024.f));
+  c.ah = __hmul2(sc, h2c(1.f / 16.f));
+  c.zh = __hmul2(sc, h2c(-64.f));
+  c.d = __half2half2(__ushort_as_half((unsigned short)(w0 & 0xFFFF)));
+  c.e = __hneg2(__hmul2(__half2half2(__ushort_as_half((unsigned short)(w0 >> 16))), mn));
+  return c;
+}
+
+// One 32-bit word of q4_k nibbles (8 weights): 4 fp16 pairs as q4_0_word's.
+ONECAT_DEVICE void q4_k_word(unsigned v, const Q4kConsts& c, unsigned magic, unsigned (&p)[4]) {
+  const unsigned v2 = v >> 8;
+  p[0] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic)), c.a, c.z), c.d, c.e));
+  p[1] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic)), c.ah, c.zh), c.d, c.e));
+  p[2] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic)), c.a, c.z), c.d, c.e));
+  p[3] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), c.ah, c.zh), c.d, c.e));
+}
+
+template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
+__device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
                              int steps_per_split, unsigned long long* tr = nullptr) {
@@ -120,6 +178,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
+  static_assert(F == F_Q4_0 || (F == F_Q4_K && KS == 1), "q4_0, or q4_k one chunk per lane and step");
+  constexpr bool QK = F == F_Q4_K;  // scales: q4_0 one fp16 per chunk, q4_k a header word per lane
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
   __half* sh = reinterpret_cast<__half*>(smem);
@@ -131,7 +191,8 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
   // this lane's W chunks (KS x 16 B per step) and their scales, row offsets applied once
   const uint4* wp[NB];
-  const unsigned short* sp[NB];
+  const unsigned short* sp[NB];  // q4_0: this lane's chunks' scales
+  const unsigned* hp[NB];        // q4_k: word qd of its row's super-block headers
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     // zero-extended (a row is >= 0): the index arithmetic, so the SASS, of the kernels timed in s13.
@@ -139,9 +200,14 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
     const int f = warp * WN + 8 * b + g;
     const i64 row = (unsigned)min(GLU ? (f < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + f : n0 + f, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
-    sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
+    if constexpr (QK) {
+      hp[b] = reinterpret_cast<const unsigned*>(meta) + row * (nch >> 1) + qd;
+      pin_pointer(hp[b]);
+    } else {
+      sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
+      pin_pointer(sp[b]);
+    }
     pin_pointer(wp[b]);
-    pin_pointer(sp[b]);
   }
   // this thread's x slots: 4 values of rows r and r + 8 at column k (two 8-byte loads), stored as one
   const __half* xp0[XV];
@@ -165,7 +231,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 
   struct Regs {  // one ring slot: a step's W chunks and scales, and (between its load and its stash) x
     uint4 w[NB][KS];
-    unsigned short s[NB][KS];
+    ScaleWord<QK> s[NB][KS];
     uint2 x0[XV], x1[XV];
   };
   auto fetch_w = [&](Regs& r, int st) {
@@ -174,7 +240,10 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
         r.w[b][j] = ldg_w<PF>(wp[b] + 4 * KS * st + j);
-        r.s[b][j] = ldg_s<PF>(sp[b] + 4 * KS * st + j);
+        if constexpr (QK)
+          r.s[b][j] = ldg_u<PF>(hp[b] + 4 * (st >> 1));  // a super-block is two steps
+        else
+          r.s[b][j] = ldg_s<PF>(sp[b] + 4 * KS * st + j);
       }
   };
   auto fetch_x = [&](Regs& r, int st) {
@@ -201,19 +270,29 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
   // One step from shared stage buf and W set r: per half chunk (16 weights of each n8 block's row =
   // 8 pairs = 4 MMA slices) the dequantized B operands, then per slice the row tiles' 16-byte shared
   // loads (A operands) and MT x NB MMAs (independent accumulators back to back).
-  auto compute = [&](const Regs& r, int buf) {
+  auto compute = [&](const Regs& r, int buf, int st) {
     const __half* xa = sh + buf * STAGE + a_off;
 #pragma unroll
-    for (int j = 0; j < KS; ++j)
+    for (int j = 0; j < KS; ++j) {
+      Q4kConsts kc[QK ? NB : 1];  // q4_k: chunk 4 st + qd is field 4 (st & 1) + qd of its header
+      if constexpr (QK) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b) kc[b] = q4k_consts(r.s[b][0], lane, 4 * (st & 1) + qd);
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         unsigned bf[NB][8];
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
-          const __half2 d = __half2half2(__ushort_as_half(r.s[b][j]));
           unsigned lo[4], hi[4];
-          q4_0_word(h ? r.w[b][j].z : r.w[b][j].x, d, magic, lo);
-          q4_0_word(h ? r.w[b][j].w : r.w[b][j].y, d, magic, hi);
+          if constexpr (QK) {
+            q4_k_word(h ? r.w[b][j].z : r.w[b][j].x, kc[b], magic, lo);
+            q4_k_word(h ? r.w[b][j].w : r.w[b][j].y, kc[b], magic, hi);
+          } else {
+            const __half2 d = __half2half2(__ushort_as_half(r.s[b][j]));
+            q4_0_word(h ? r.w[b][j].z : r.w[b][j].x, d, magic, lo);
+            q4_0_word(h ? r.w[b][j].w : r.w[b][j].y, d, magic, hi);
+          }
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             bf[b][i] = lo[i];
@@ -232,6 +311,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
               mma_16816(acc[b][mt], a[mt].x, a[mt].y, a[mt].z, a[mt].w, bf[b][2 * s], bf[b][2 * s + 1]);
         }
       }
+    }
   };
 
   Regs rs[R];
@@ -257,7 +337,7 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
         const int buf = (st - s_begin) & 1;
         if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
         if (st + PDX < s_end) fetch_x(rs[(u + PDX) % R], st + PDX);
-        compute(rs[u], buf);
+        compute(rs[u], buf, st);
         if (st + 1 < s_end) stash_x(rs[(u + 1) % R], buf ^ 1);
         __syncthreads();
         if (st == s_begin) block_trace(tr, 2);
@@ -288,23 +368,28 @@ __device__ void gemm_rd_q4_0(__half* __restrict__ out, const __half* __restrict_
 // partial) stored, 5 the split-K count resolved, 6 block end.
 // _glu entries (gemm_ops.gemm_launch(glu=True)): W = [gate | up] (N rows), out = silu(gate) * up (N / 2
 // wide), a tile's features half gate rows, half the same up rows (N / 2 a multiple of BN / 2).
-#define GEMM_RD_ENTRY(NAME, MT, NB, KS, PDW, PDX, PF, GLU, TR, ...)                                      \
+#define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, TR, ...)                                   \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd_q4_0<MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,            \
-                                                steps_per_split, TR);                                    \
+    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,              \
+                                              steps_per_split, TR);                                      \
     block_trace(TR, 6);                                                                                  \
   }
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE, MT, NB, KS, PDW, PDX, PF, false, nullptr, )                          \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_glu, MT, NB, KS, PDW, PDX, PF, true, nullptr, )                     \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, MT, NB, KS, PDW, PDX, PF, false, trace, , unsigned long long* trace)
+#define GEMM_RD_FMT(FMT, F, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, nullptr, )                    \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, nullptr, )
+#define GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF)                                                      \
+  GEMM_RD_FMT(q4_0, F_Q4_0, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, trace, ,             \
+                unsigned long long* trace)
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF) \
+  GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)
 GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: 17..64 rows)
 GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: 17..64 rows,
                                    // N >= 16384 or K >= 8192)
-GEMM_RD(r64, 4, 2, 1, 2, 2, 0)     // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
+GEMM_RD_Q4_0(r64, 4, 2, 1, 2, 2, 0)  // 64 x 64 (A/B since s16: the 32-row tiles two high beat it, gemm_ops.gemm_shape)
 GEMM_RD(r16, 1, 2, 1, 2, 2, 0)     // 16 x 64: one row tile (half r32's MMAs and x; route: 3..16 rows)
 GEMM_RD(r16w, 1, 4, 1, 2, 1, 128)  // 16 x 128: r32w at one row tile (route: 3..16 rows, as r32w's matrices)
 // Timed on the H200 and dropped (s11-s12, benchmarks/results/h200-2026-11-30-s12): K-steps of 256 (KS 2),

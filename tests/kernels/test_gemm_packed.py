@@ -19,7 +19,7 @@ import torch
 from onecat.kernels import cuda_ops, gemm_ops, linear_fused_ops, ops
 from onecat.kernels.driver import Kernel
 from onecat.kernels.registry import REFERENCE
-from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, random_packed
+from onecat.kernels.weights import PACKED_FORMATS, GGUFWeight, pack_awq, random_awq, random_packed
 
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 TOL = 2e-3
@@ -77,8 +77,9 @@ def test_admitted_by_rows(small, kind, cap, any_nvrtc):
 
 
 def test_register_direct_admission(small, any_nvrtc):
-    """cuda_pack_gemm_rd: sm_80+, packed q4_0 (K % 128 == 0) or q4_k (K % 256), 3..64 rows; every refusal
-    says why and the shared-memory GEMM takes the call instead (a V100 keeps it)."""
+    """cuda_pack_gemm_rd: sm_80+, packed q4_0 / awq (K % 128 == 0; AWQ groups of a power of two) or q4_k
+    (K % 256), 3..64 rows; every refusal says why and the shared-memory GEMM takes the call instead (a
+    V100 keeps it)."""
     x, w = torch.zeros(32, 256, dtype=torch.float16), small["q4_0"]
 
     def reasons(p):
@@ -86,9 +87,14 @@ def test_register_direct_admission(small, any_nvrtc):
 
     assert reasons(_problem(x, w, cap=(8, 0))) == [] and reasons(_problem(x, w, cap=(9, 0))) == []
     assert "capability 7.0 < 8.0 (mma.sync m16n8k16)" in reasons(_problem(x, w, cap=(7, 0)))
-    assert reasons(_problem(x, small["q4_k"], cap=(9, 0))) == []
-    for kind in ("q4_1", "q8_0", "q6_k", "awq"):
-        assert f"weight format packed_{kind} not packed_q4_0 / packed_q4_k" in reasons(_problem(x, small[kind], cap=(9, 0)))
+    assert reasons(_problem(x, small["q4_k"], cap=(9, 0))) == [] and reasons(_problem(x, small["awq"], cap=(9, 0))) == []
+    for kind in ("q4_1", "q8_0", "q6_k"):
+        assert f"weight format packed_{kind} not packed_q4_0 / packed_q4_k / packed_awq" in reasons(
+            _problem(x, small[kind], cap=(9, 0)))
+    w96 = pack_awq(*random_awq(80, 384, 96, torch.Generator().manual_seed(0)), 96)  # groups of 3 chunks
+    x384 = torch.zeros(32, 384, dtype=torch.float16)
+    assert reasons(_problem(x384, w96, cap=(9, 0))) == ["AWQ group size 96 not a power of two >= 32"]
+    assert _select(_problem(x384, w96, cap=(9, 0))).provider.name == "cuda_pack_gemm"
     assert any("the register-direct tiles take 3..64" in r
                for r in reasons(_problem(torch.zeros(65, 256, dtype=torch.float16), w, cap=(9, 0))))
     assert "K=288 not a multiple of 128 (the K-step)" in reasons(_problem(x, w, cap=(9, 0), k=288))
@@ -396,19 +402,25 @@ def test_every_tile_and_split(kind):
 
 @gpu
 @needs_rd
-@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "awq", "awq_g32", "awq_g64"])
 def test_register_direct_tiles(kind):
     """gemm_rd_<kind>_<tile> against the float reference: M up to 64 (ragged; 32-row tiles two high), N
     not a multiple of the tile (128 / 64) nor of 8, K from one step (q4_k: one super-block, two steps) to
-    4096, bias, splits incl. uneven (q4_k: splits starting on odd steps, the second half of a super-block)."""
+    4096, bias, splits incl. uneven (q4_k: splits starting on odd steps, the second half of a super-block);
+    AWQ with groups of 128 (one K-step of a row), 32 and 64 weights."""
+    group = {"awq_g32": 32, "awq_g64": 64}.get(kind)
     for m, n, k, bias in ((17, 72, 256, True), (32, 4096, 4096, False), (25, 200, 1280, True), (64, 83, 768, False),
                           (40, 6144, 4096, True), (33, 136, 256, False), (2, 4096, 4096, True), (5, 88, 512, False),
                           (16, 6144, 4096, False), (3, 96, 2816, True)):
         if kind == "q4_k" and k % 256:
             k += 128
-        x, w, b = _inputs(kind, m, n, k, bias, SEED + m + n)
+        if kind.startswith("awq"):  # AutoAWQ packs 8 output features per int32
+            n = -(-n // 8) * 8
+        x, w, b = _inputs(kind[:3] if group else kind, m, n, k, bias, SEED + m + n)
+        if group:
+            w = pack_awq(*random_awq(n, k, group, torch.Generator().manual_seed(SEED + m)), group).to("cuda")
         ref = _ref(x, w, b)
-        for tile in gemm_ops.rd_tiles(kind):  # 32-row tiles two high past 32 rows
+        for tile in gemm_ops.rd_tiles(w.kind):  # 32-row tiles two high past 32 rows
             for splits in (1, 3, 8):
                 with cuda_ops.poison_outputs():
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits)
@@ -418,7 +430,12 @@ def test_register_direct_tiles(kind):
         x, w, _ = _inputs("q4_0", 20, 64, 96, False, SEED)
         with pytest.raises(ValueError, match="K % 128"):
             gemm_ops.gemm_launch(x, w, None, "r32", 1)
-    else:
+    elif kind == "awq":
+        x = torch.randn(20, 384, generator=torch.Generator().manual_seed(SEED)).half().cuda()
+        w = pack_awq(*random_awq(64, 384, 96, torch.Generator().manual_seed(SEED)), 96).to("cuda")
+        with pytest.raises(ValueError, match="power of two"):
+            gemm_ops.gemm_launch(x, w, None, "r32", 1)
+    elif kind == "q4_k":
         x, w, _ = _inputs("q4_k", 20, 64, 256, False, SEED)
         with pytest.raises(ValueError, match="a tile other than r64"):
             gemm_ops.gemm_launch(x, w, None, "r64", 1)
@@ -426,7 +443,7 @@ def test_register_direct_tiles(kind):
 
 @gpu
 @needs_rd
-@pytest.mark.parametrize("kind", ["q4_0", "q4_k"])
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "awq"])
 def test_register_direct_glu(kind):
     """The _glu entries give linear then silu_and_mul bit for bit (ragged rows, both halves' tiles at the
     matrix's end, splits incl. uneven), within the float reference's tolerance; the GLU route of
@@ -496,13 +513,14 @@ def test_register_direct_traced():
 @gpu
 @needs_rd
 def test_register_direct_route():
-    """ops.linear on q4_0 with 3..64 rows and K % 128 == 0 (q4_k: any K, a multiple of 256) takes the
+    """ops.linear on q4_0 / awq with 3..64 rows and K % 128 == 0 (q4_k: any K, a multiple of 256) takes the
     register-direct tiles (split-K and CUDA-graph replay included); q4_0 with K % 128 != 0 keeps the
     shared-memory tiles."""
     for kind, m, n, k in (("q4_0", 17, 200, 128), ("q4_0", 32, 4096, 4096), ("q4_0", 48, 16448, 1024),
                           ("q4_0", 64, 4096, 14336), ("q4_0", 20, 96, 1056), ("q4_0", 3, 4096, 4096),
                           ("q4_0", 8, 6144, 4096), ("q4_k", 3, 4096, 4096), ("q4_k", 12, 28672, 4096),
-                          ("q4_k", 32, 4096, 14336), ("q4_k", 64, 6144, 4096)):
+                          ("q4_k", 32, 4096, 14336), ("q4_k", 64, 6144, 4096), ("awq", 4, 4096, 4096),
+                          ("awq", 16, 28672, 4096), ("awq", 40, 4096, 14336)):
         x, w, b = _inputs(kind, m, n, k, m == 48, SEED + m)
         rd = k % 128 == 0
         tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device), rd=rd)

@@ -1,6 +1,6 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0 / q4_k, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
+q4_0 / q4_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
 GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 # Register-direct tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
-# x through shared memory) for q4_0 and q4_k: rows x features per block, K per step (K % bk == 0; q4_k's
-# K is a multiple of its 256-weight super-block anyway).
+# x through shared memory) for q4_0, q4_k and awq (groups of a power of two chunks): rows x features per
+# block, K per step (K % bk == 0; q4_k's K is a multiple of its 256-weight super-block anyway).
 RD_TILES = {"r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128),
             "r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
             "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
@@ -70,7 +70,8 @@ RD16_MAX_ROWS = 16
 # priority: the GEMV's M = 5..16 kernel (gemv_packed MT 16) is the one that made q4_0 batch 8 / 16
 # steps 11.8 / 16.3 ms (above); on llama3-8b q4_k batch 5 15.03 -> 6.05 ms, batch 16 6.66 ms on the tiles
 # (H200 s17 call 9), where since s19 its register-direct tiles take 3..64 rows (batch 4 / 8 / 16 / 32 / 64
-# 4.47 / 6.32 / 6.39 / 6.92 / 9.34 -> 3.32 / 3.61 / 3.73 / 4.67 / 7.94 ms, s19 call 2). 2 rows stay on the
+# 4.47 / 6.32 / 6.39 / 6.92 / 9.34 -> 3.32 / 3.61 / 3.73 / 4.67 / 7.94 ms, s19 call 2; awq's alike, call 4:
+# 4.34 / 5.77 / 6.27 / 7.11 / 9.63 -> 3.20 / 3.53 / 3.56 / 4.42 / 7.66). 2 rows stay on the
 # GEMV (cuda_ops.gemv_mt_launch: q4_k batch 2 3.76-3.97 -> 2.74-2.79 ms, s18). V100: the same tiles, not
 # timed there.
 GEMM_MIN_ROWS = 5
@@ -79,7 +80,7 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K take r32w there (up to 64 rows since
 # s16: 38.5 vs r64 40.5 us at M 64)
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
-RD_FORMATS = ("q4_0", "q4_k")
+RD_FORMATS = ("q4_0", "q4_k", "awq")
 _RD_ENTRIES = [(f, t) for f in RD_FORMATS for t in RD_TILES if f == "q4_0" or t != "r64"]  # r64: q4_0's A/B only
 _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
@@ -100,9 +101,14 @@ def _capability(idx: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(idx)
 
 
+def rd_group_ok(group: int) -> bool:
+    """AWQ: gemm_rd.cu finds a chunk's group by a shift (groups of 32, 64, 128, ... weights)."""
+    return group >= 32 and group & (group - 1) == 0
+
+
 def rd_fits(kind: str, k: int, device: torch.device) -> bool:
-    """Whether the register-direct kernels take this matrix on this device (q4_0 with K % 128, q4_k with
-    K % 256; sm_80+)."""
+    """Whether the register-direct kernels take this matrix on this device (q4_0 / awq with K % 128, q4_k
+    with K % 256; sm_80+; AWQ's group size: rd_group_ok)."""
     return (kind in RD_FORMATS and k % (256 if kind == "q4_k" else 128) == 0 and device.type == "cuda"
             and _capability(cuda_index(device)) >= RD_MIN_CAPABILITY)
 
@@ -225,9 +231,11 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                          "tile whose half width divides N / 2, no bias, no trace")
     out = _empty((*x.shape[:-1], n // 2 if glu else n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
-                                 and (weight.kind, tile) in _RD):
-        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} (needs sm_80+ and q4_0 "
-                         f"with K % {RD_TILES[tile].bk} == 0, or q4_k with K % 256 == 0 on a tile other than r64)")
+                                 and (weight.kind, tile) in _RD
+                                 and (weight.kind != "awq" or rd_group_ok(weight.group_size))):
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} group {weight.group_size} on {x.device} "
+                         f"(needs sm_80+ and q4_0 / awq with K % {RD_TILES[tile].bk} == 0 (awq: groups of a "
+                         "power of two >= 32), or q4_k with K % 256 == 0, on a tile other than r64)")
     if m:
         t = _tile(tile)
         steps = -(-k // t.bk)
@@ -266,7 +274,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """3..64 rows of x against a q4_0 / q4_k PackedWeight on sm_80+: weights dequantized straight into the
+    """3..64 rows of x against a q4_0 / q4_k / awq PackedWeight on sm_80+: weights dequantized straight into the
     MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
@@ -297,14 +305,18 @@ def _packed_common(p: Problem) -> list[str]:
 
 def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
     """cuda_pack_gemm's conditions other than M (device, dtype, packed format, bias, layout) plus the
-    register-direct tiles' own: sm_80+, q4_0 or q4_k, RD_MIN_ROWS..64 rows, K a multiple of the 128-wide
-    K-step (q4_k: of its 256-weight super-block, _packed_common)."""
+    register-direct tiles' own: sm_80+, q4_0 / q4_k / awq (groups of a power of two), RD_MIN_ROWS..64 rows,
+    K a multiple of the 128-wide K-step (q4_k: of its 256-weight super-block, _packed_common)."""
     r = _packed_common(p)
     fmt, k, cap, rows = p.param("format"), p.param("k"), p.capability, p.param("rows")
     major, minor = RD_MIN_CAPABILITY
     _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
           f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
-    _need(r, fmt in ("packed_q4_0", "packed_q4_k"), f"weight format {fmt} not packed_q4_0 / packed_q4_k")
+    _need(r, fmt in ("packed_q4_0", "packed_q4_k", "packed_awq"),
+          f"weight format {fmt} not packed_q4_0 / packed_q4_k / packed_awq")
+    group = p.param("group")
+    _need(r, fmt != "packed_awq" or group is None or rd_group_ok(group),
+          f"AWQ group size {group} not a power of two >= 32")
     _need(r, rows == "17-64" or (isinstance(rows, int) and rows >= RD_MIN_ROWS),
           f"M={rows} rows: the register-direct tiles take {RD_MIN_ROWS}..64")
     _need(r, k % 128 == 0, f"K={k} not a multiple of 128 (the K-step)")

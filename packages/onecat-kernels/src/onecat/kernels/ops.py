@@ -117,7 +117,8 @@ def _params_linear(x, weight, bias=None):
                    contiguous=x.is_contiguous() and (raw is None or raw.is_contiguous())
                    and (bias is None or bias.is_contiguous()),
                    aligned16=x.data_ptr() % 16 == 0 and (raw is None or raw.data_ptr() % (16 if dense else 2) == 0),
-                   weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None)
+                   weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None,
+                   **({"group": weight.group_size} if fmt == "packed_awq" else {}))  # AWQ's scale group
 
 
 def _params_rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=None):

@@ -9,6 +9,10 @@
 // shared-memory tiles / the four-row GEMV it replaces): gate_up 82 -> 36 us at M 8-16, 84 -> 45 at 32,
 // 100 -> 84 at 64; decode steps batch 4 / 8 / 16 / 32 / 64: 4.47 / 6.32 / 6.39 / 6.92 / 9.34 ->
 // 3.32 / 3.61 / 3.73 / 4.67 / 7.94 ms (benchmarks/results/h200-2026-11-30-s19).
+// awq (gemm_rd_awq_*): q4_0's dequantization with the group's zero point in place of 8 ((1024 + q) -
+// (1024 + z) = q - z exactly, one HMUL2 by s: the reference's weight), a lane loading its chunk's group
+// word (s, 1024 + z) (gchunks = group / 32, a power of two); s19 steps batch 4 / 8 / 16 / 32 / 64:
+// 4.34 / 5.77 / 6.27 / 7.11 / 9.63 -> 3.20 / 3.53 / 3.56 / 4.42 / 7.66 ms.
 //
 // Why: gemm_packed.cu stores every dequantized weight to shared memory as fp16 and each warp reads
 // its fragments back (wmma): ~18 shared-memory bytes per packed weight byte at M = 32, and ncu shows
@@ -62,9 +66,11 @@ ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
 // One 32-bit word of q4_0 nibbles (8 weights) times the block scale d: 4 fp16 pairs, weights (0,1) ..
 // (6,7). (1024 + q) - 1032 and (1024 + 16 q) / 16 - 72 are q - 8 exactly; one HMUL2 by d rounds the
 // exact product once (the weight gemm_packed.cu and the reference compute).
-ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p)[4]) {
+// awq: nlo = -(1024 + z), nhi = -(64 + z) give q - z exactly, one HMUL2 by s (the reference's weight).
+ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p)[4], __half2 nlo = h2c(-1032.f),
+                             __half2 nhi = h2c(-72.f)) {
   const unsigned v2 = v >> 8;
-  const __half2 one = h2c(1.f), shi = h2c(1.f / 16.f), nlo = h2c(-1032.f), nhi = h2c(-72.f);
+  const __half2 one = h2c(1.f), shi = h2c(1.f / 16.f);
   p[0] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic)), one, nlo), d));
   p[1] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic)), shi, nhi), d));
   p[2] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic)), one, nlo), d));
@@ -132,7 +138,7 @@ ONECAT_DEVICE unsigned ldg_u(const unsigned* p) {
 // then one HFMA2, q sc x d - dmin mn, with dmin mn rounded to fp16 first (the reference's fp32 weight
 // rounds once: this one is off by at most that rounding, ~2^-11 of dmin mn).
 template <bool QK> struct ScaleWordOf { using type = unsigned short; };  // q4_0: a chunk's fp16 d
-template <> struct ScaleWordOf<true> { using type = unsigned; };           // q4_k: a header word
+template <> struct ScaleWordOf<true> { using type = unsigned; };           // q4_k: a header word, awq (s, 1024 + z)
 template <bool QK> using ScaleWord = typename ScaleWordOf<QK>::type;
 
 struct Q4kConsts {
@@ -168,7 +174,7 @@ template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU 
 __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                              const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                             int steps_per_split, unsigned long long* tr = nullptr) {
+                             int gchunks, int steps_per_split, unsigned long long* tr = nullptr) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -178,8 +184,9 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
-  static_assert(F == F_Q4_0 || (F == F_Q4_K && KS == 1), "q4_0, or q4_k one chunk per lane and step");
-  constexpr bool QK = F == F_Q4_K;  // scales: q4_0 one fp16 per chunk, q4_k a header word per lane
+  static_assert(F == F_Q4_0 || ((F == F_Q4_K || F == F_AWQ) && KS == 1), "q4_0, or q4_k / awq one chunk per lane and step");
+  constexpr bool QK = F == F_Q4_K, AW = F == F_AWQ;  // scales: q4_0 one fp16 per chunk, q4_k a header word
+  // per lane, awq its group's (s, 1024 + z) (gchunks = group / 32 chunks: a power of two, gemm_ops)
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
   __half* sh = reinterpret_cast<__half*>(smem);
@@ -192,7 +199,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   // this lane's W chunks (KS x 16 B per step) and their scales, row offsets applied once
   const uint4* wp[NB];
   const unsigned short* sp[NB];  // q4_0: this lane's chunks' scales
-  const unsigned* hp[NB];        // q4_k: word qd of its row's super-block headers
+  const unsigned* hp[NB];        // q4_k: word qd of its row's super-block headers; awq: its row's groups
+  const int gshift = AW ? __ffs(gchunks) - 1 : 0;
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     // zero-extended (a row is >= 0): the index arithmetic, so the SASS, of the kernels timed in s13.
@@ -200,8 +208,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
     const int f = warp * WN + 8 * b + g;
     const i64 row = (unsigned)min(GLU ? (f < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + f : n0 + f, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
-    if constexpr (QK) {
-      hp[b] = reinterpret_cast<const unsigned*>(meta) + row * (nch >> 1) + qd;
+    if constexpr (QK || AW) {
+      hp[b] = reinterpret_cast<const unsigned*>(meta) + (QK ? row * (nch >> 1) + qd : row * (nch >> gshift));
       pin_pointer(hp[b]);
     } else {
       sp[b] = reinterpret_cast<const unsigned short*>(meta) + row * nch + KS * qd;
@@ -231,7 +239,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 
   struct Regs {  // one ring slot: a step's W chunks and scales, and (between its load and its stash) x
     uint4 w[NB][KS];
-    ScaleWord<QK> s[NB][KS];
+    ScaleWord<QK || AW> s[NB][KS];
     uint2 x0[XV], x1[XV];
   };
   auto fetch_w = [&](Regs& r, int st) {
@@ -242,6 +250,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
         r.w[b][j] = ldg_w<PF>(wp[b] + 4 * KS * st + j);
         if constexpr (QK)
           r.s[b][j] = ldg_u<PF>(hp[b] + 4 * (st >> 1));  // a super-block is two steps
+        else if constexpr (AW)
+          r.s[b][j] = ldg_u<PF>(hp[b] + ((4 * st + qd) >> gshift));  // chunk 4 st + qd's group
         else
           r.s[b][j] = ldg_s<PF>(sp[b] + 4 * KS * st + j);
       }
@@ -288,6 +298,13 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
           if constexpr (QK) {
             q4_k_word(h ? r.w[b][j].z : r.w[b][j].x, kc[b], magic, lo);
             q4_k_word(h ? r.w[b][j].w : r.w[b][j].y, kc[b], magic, hi);
+          } else if constexpr (AW) {
+            const unsigned mw = r.s[b][0];
+            const __half2 sc = __half2half2(__ushort_as_half((unsigned short)(mw & 0xFFFF)));
+            const __half2 nlo = __hneg2(__half2half2(__ushort_as_half((unsigned short)(mw >> 16))));
+            const __half2 nhi = __hadd2(nlo, h2c(960.f));  // -(64 + z): exact
+            q4_0_word(h ? r.w[b][j].z : r.w[b][j].x, sc, magic, lo, nlo, nhi);
+            q4_0_word(h ? r.w[b][j].w : r.w[b][j].y, sc, magic, hi, nlo, nhi);
           } else {
             const __half2 d = __half2half2(__ushort_as_half(r.s[b][j]));
             q4_0_word(h ? r.w[b][j].z : r.w[b][j].x, d, magic, lo);
@@ -373,7 +390,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K,              \
+    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, gchunks,     \
                                               steps_per_split, TR);                                      \
     block_trace(TR, 6);                                                                                  \
   }
@@ -384,8 +401,9 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   GEMM_RD_FMT(q4_0, F_Q4_0, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
   GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, trace, ,             \
                 unsigned long long* trace)
-#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF) \
-  GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)
+#define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
+  GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)    \
+  GEMM_RD_FMT(awq, F_AWQ, TILE, MT, NB, KS, PDW, PDX, PF)
 GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: 17..64 rows)
 GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: 17..64 rows,
                                    // N >= 16384 or K >= 8192)

@@ -77,8 +77,8 @@ def test_admitted_by_rows(small, kind, cap, any_nvrtc):
 
 
 def test_register_direct_admission(small, any_nvrtc):
-    """cuda_pack_gemm_rd: sm_80+, packed q4_0 / awq (K % 128 == 0; AWQ groups of a power of two) or q4_k
-    (K % 256), 3..64 rows; every refusal says why and the shared-memory GEMM takes the call instead (a
+    """cuda_pack_gemm_rd: sm_80+, packed q4_0 / awq (K % 128 == 0; AWQ groups of a power of two) or q4_k /
+    q6_k (K % 256), 3..64 rows; every refusal says why and the shared-memory GEMM takes the call instead (a
     V100 keeps it)."""
     x, w = torch.zeros(32, 256, dtype=torch.float16), small["q4_0"]
 
@@ -87,9 +87,10 @@ def test_register_direct_admission(small, any_nvrtc):
 
     assert reasons(_problem(x, w, cap=(8, 0))) == [] and reasons(_problem(x, w, cap=(9, 0))) == []
     assert "capability 7.0 < 8.0 (mma.sync m16n8k16)" in reasons(_problem(x, w, cap=(7, 0)))
-    assert reasons(_problem(x, small["q4_k"], cap=(9, 0))) == [] and reasons(_problem(x, small["awq"], cap=(9, 0))) == []
-    for kind in ("q4_1", "q8_0", "q6_k"):
-        assert f"weight format packed_{kind} not packed_q4_0 / packed_q4_k / packed_awq" in reasons(
+    for kind in ("q4_k", "q6_k", "awq"):
+        assert reasons(_problem(x, small[kind], cap=(9, 0))) == [], kind
+    for kind in ("q4_1", "q8_0"):
+        assert f"weight format packed_{kind} not packed_q4_0 / packed_q4_k / packed_q6_k / packed_awq" in reasons(
             _problem(x, small[kind], cap=(9, 0)))
     w96 = pack_awq(*random_awq(80, 384, 96, torch.Generator().manual_seed(0)), 96)  # groups of 3 chunks
     x384 = torch.zeros(32, 384, dtype=torch.float16)
@@ -402,7 +403,7 @@ def test_every_tile_and_split(kind):
 
 @gpu
 @needs_rd
-@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "awq", "awq_g32", "awq_g64"])
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "q6_k", "awq", "awq_g32", "awq_g64"])
 def test_register_direct_tiles(kind):
     """gemm_rd_<kind>_<tile> against the float reference: M up to 64 (ragged; 32-row tiles two high), N
     not a multiple of the tile (128 / 64) nor of 8, K from one step (q4_k: one super-block, two steps) to
@@ -412,7 +413,7 @@ def test_register_direct_tiles(kind):
     for m, n, k, bias in ((17, 72, 256, True), (32, 4096, 4096, False), (25, 200, 1280, True), (64, 83, 768, False),
                           (40, 6144, 4096, True), (33, 136, 256, False), (2, 4096, 4096, True), (5, 88, 512, False),
                           (16, 6144, 4096, False), (3, 96, 2816, True)):
-        if kind == "q4_k" and k % 256:
+        if kind in ("q4_k", "q6_k") and k % 256:
             k += 128
         if kind.startswith("awq"):  # AutoAWQ packs 8 output features per int32
             n = -(-n // 8) * 8
@@ -443,14 +444,14 @@ def test_register_direct_tiles(kind):
 
 @gpu
 @needs_rd
-@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "awq"])
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "q6_k", "awq"])
 def test_register_direct_glu(kind):
     """The _glu entries give linear then silu_and_mul bit for bit (ragged rows, both halves' tiles at the
     matrix's end, splits incl. uneven), within the float reference's tolerance; the GLU route of
     rms_norm_linear equals the unfused one, eager and under CUDA-graph replay; a matrix whose halves
     are not whole tiles is refused before any launch."""
     for m, n, k in ((17, 256, 256), (32, 28672, 4096), (40, 384, 1280), (64, 512, 768), (3, 256, 512), (16, 28672, 4096)):
-        k += 256 if kind == "q4_k" and k % 256 else 0
+        k += 256 if kind in ("q4_k", "q6_k") and k % 256 else 0
         x, w, _ = _inputs(kind, m, n, k, False, SEED + m + n)
         d = n // 2
         y = _ref(x, w, None).half().float()
@@ -520,7 +521,8 @@ def test_register_direct_route():
                           ("q4_0", 64, 4096, 14336), ("q4_0", 20, 96, 1056), ("q4_0", 3, 4096, 4096),
                           ("q4_0", 8, 6144, 4096), ("q4_k", 3, 4096, 4096), ("q4_k", 12, 28672, 4096),
                           ("q4_k", 32, 4096, 14336), ("q4_k", 64, 6144, 4096), ("awq", 4, 4096, 4096),
-                          ("awq", 16, 28672, 4096), ("awq", 40, 4096, 14336)):
+                          ("awq", 16, 28672, 4096), ("awq", 40, 4096, 14336), ("q6_k", 5, 4096, 14336),
+                          ("q6_k", 32, 16448, 4096)):
         x, w, b = _inputs(kind, m, n, k, m == 48, SEED + m)
         rd = k % 128 == 0
         tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots(kind, x.device), rd=rd)

@@ -497,6 +497,6 @@ def register(reg: KernelRegistry) -> None:
                         ("argmax", argmax, supports_argmax)]:
         name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0 / q4_k / awq) from 3 rows, the shared-memory
+    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0 / q4_k / q6_k / awq) from 3 rows, the shared-memory
     # one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS); fewer rows, or no GEMM admitted, the GEMV
     reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda_pack", "cuda"])

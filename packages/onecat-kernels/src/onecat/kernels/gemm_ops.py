@@ -1,6 +1,6 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0 / q4_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
+q4_0 / q4_k / q6_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
 GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ GEMM_BK = 64  # K per step of the tiles gemm_shape picks (two 32-weight chunks)
 _GEMM = {(f, t): Kernel("gemm_packed.cu", f"gemm_p_{f}_{t}", "ppppppppiiiii")
          for f in PACKED_FORMATS for t in GEMM_TILES}
 # Register-direct tiles (csrc/gemm_rd.cu, sm_80+: W dequantized straight into m16n8k16 operands, only
-# x through shared memory) for q4_0, q4_k and awq (groups of a power of two chunks): rows x features per
-# block, K per step (K % bk == 0; q4_k's K is a multiple of its 256-weight super-block anyway).
+# x through shared memory) for q4_0, q4_k, q6_k and awq (groups of a power of two chunks): rows x features
+# per block, K per step (K % bk == 0; the k-quants' K is a multiple of their 256-weight super-block anyway).
 RD_TILES = {"r16": GemmTile(16, 64, 2, 128), "r16w": GemmTile(16, 128, 2, 128),
             "r32": GemmTile(32, 64, 2, 128), "r32w": GemmTile(32, 128, 2, 128),
             "r64": GemmTile(64, 64, 2, 128)}  # r64: A/B since s16 (gemm_shape's note), timed by gemm_bench --rd-only
@@ -80,7 +80,7 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 # (H200: 27.2 / 29.0 us in s11, 27.3 / 29.4 in s12), so from RD_LONG_K take r32w there (up to 64 rows since
 # s16: 38.5 vs r64 40.5 us at M 64)
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
-RD_FORMATS = ("q4_0", "q4_k", "awq")
+RD_FORMATS = ("q4_0", "q4_k", "q6_k", "awq")
 _RD_ENTRIES = [(f, t) for f in RD_FORMATS for t in RD_TILES if f == "q4_0" or t != "r64"]  # r64: q4_0's A/B only
 _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
@@ -107,9 +107,9 @@ def rd_group_ok(group: int) -> bool:
 
 
 def rd_fits(kind: str, k: int, device: torch.device) -> bool:
-    """Whether the register-direct kernels take this matrix on this device (q4_0 / awq with K % 128, q4_k
-    with K % 256; sm_80+; AWQ's group size: rd_group_ok)."""
-    return (kind in RD_FORMATS and k % (256 if kind == "q4_k" else 128) == 0 and device.type == "cuda"
+    """Whether the register-direct kernels take this matrix on this device (q4_0 / awq with K % 128, q4_k /
+    q6_k with K % 256; sm_80+; AWQ's group size: rd_group_ok)."""
+    return (kind in RD_FORMATS and k % (256 if kind in ("q4_k", "q6_k") else 128) == 0 and device.type == "cuda"
             and _capability(cuda_index(device)) >= RD_MIN_CAPABILITY)
 
 
@@ -235,7 +235,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                                  and (weight.kind != "awq" or rd_group_ok(weight.group_size))):
         raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} group {weight.group_size} on {x.device} "
                          f"(needs sm_80+ and q4_0 / awq with K % {RD_TILES[tile].bk} == 0 (awq: groups of a "
-                         "power of two >= 32), or q4_k with K % 256 == 0, on a tile other than r64)")
+                         "power of two >= 32), or q4_k / q6_k with K % 256 == 0, on a tile other than r64)")
     if m:
         t = _tile(tile)
         steps = -(-k // t.bk)
@@ -274,7 +274,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """3..64 rows of x against a q4_0 / q4_k / awq PackedWeight on sm_80+: weights dequantized straight into the
+    """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized straight into the
     MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
@@ -305,15 +305,15 @@ def _packed_common(p: Problem) -> list[str]:
 
 def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
     """cuda_pack_gemm's conditions other than M (device, dtype, packed format, bias, layout) plus the
-    register-direct tiles' own: sm_80+, q4_0 / q4_k / awq (groups of a power of two), RD_MIN_ROWS..64 rows,
-    K a multiple of the 128-wide K-step (q4_k: of its 256-weight super-block, _packed_common)."""
+    register-direct tiles' own: sm_80+, q4_0 / q4_k / q6_k / awq (groups of a power of two), RD_MIN_ROWS..64
+    rows, K a multiple of the 128-wide K-step (the k-quants: of their 256-weight super-block, _packed_common)."""
     r = _packed_common(p)
     fmt, k, cap, rows = p.param("format"), p.param("k"), p.capability, p.param("rows")
     major, minor = RD_MIN_CAPABILITY
     _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
           f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
-    _need(r, fmt in ("packed_q4_0", "packed_q4_k", "packed_awq"),
-          f"weight format {fmt} not packed_q4_0 / packed_q4_k / packed_awq")
+    _need(r, fmt in ("packed_q4_0", "packed_q4_k", "packed_q6_k", "packed_awq"),
+          f"weight format {fmt} not packed_q4_0 / packed_q4_k / packed_q6_k / packed_awq")
     group = p.param("group")
     _need(r, fmt != "packed_awq" or group is None or rd_group_ok(group),
           f"AWQ group size {group} not a power of two >= 32")

@@ -12,7 +12,7 @@ rotary_and_cache):
   the FP16 paged cache. One launch where the unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
-* `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 3..64 rows, q4_0 / q4_k / awq on sm_80+: decode
+* `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 3..64 rows, q4_0 / q4_k / q6_k / awq on sm_80+: decode
   batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
   (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no
   silu_and_mul launch and no [gate | up] activations in memory; the unfused route's bits.
@@ -87,7 +87,7 @@ def supports_gemv_norm_rope(p: Problem) -> list[str]:
 
 
 def supports_gemm_glu(p: Problem) -> list[str]:
-    """The register-direct GEMM's conditions (sm_80+, q4_0 / q4_k / awq, 3..64 rows, K % 128), the GLU epilogue's
+    """The register-direct GEMM's conditions (sm_80+, q4_0 / q4_k / q6_k / awq, 3..64 rows, K % 128), the GLU epilogue's
     (silu_and_mul, no bias, [gate | up] halves in whole tiles: N / 2 % 64) and the norm's dtypes."""
     r = gemm_ops.supports_linear_packed_gemm_rd(p)
     n = p.param("n")

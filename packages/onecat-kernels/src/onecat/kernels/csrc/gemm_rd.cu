@@ -13,6 +13,11 @@
 // (1024 + z) = q - z exactly, one HMUL2 by s: the reference's weight), a lane loading its chunk's group
 // word (s, 1024 + z) (gchunks = group / 32, a power of two); s19 steps batch 4 / 8 / 16 / 32 / 64:
 // 4.34 / 5.77 / 6.27 / 7.11 / 9.63 -> 3.20 / 3.53 / 3.56 / 4.42 / 7.66 ms.
+// q6_k (gemm_rd_q6_k_*: Q4_K_M's LM head and half its v / down matrices): the low nibbles as q4_0's with
+// the high bits OR-ed in (packed_formats.cuh dequant8's layout; the chunk's 8 bytes of them and its scale
+// word (sc0, sc1, d) ride in the ring), (1024 + q) - 1056 = q - 32 exactly, one HMUL2 by d sc rounded to
+// fp16; s19 steps (every matrix q6_k) batch 4 / 16 / 32 / 64: 4.30 / 7.29 / 7.89 / 10.09 -> 3.62 / 4.02 /
+// 4.92 / 8.37 ms.
 //
 // Why: gemm_packed.cu stores every dequantized weight to shared memory as fp16 and each warp reads
 // its fragments back (wmma): ~18 shared-memory bytes per packed weight byte at M = 32, and ncu shows
@@ -137,6 +142,18 @@ ONECAT_DEVICE unsigned ldg_u(const unsigned* p) {
 // (1024 + q) sc - 1024 sc and (1024 + 16 q) sc / 16 - 64 sc are q sc exactly (<= 945); the weight is
 // then one HFMA2, q sc x d - dmin mn, with dmin mn rounded to fp16 first (the reference's fp32 weight
 // rounds once: this one is off by at most that rounding, ~2^-11 of dmin mn).
+// One 32-bit word of q6_k's low nibbles (8 weights) with its high-bit word hb (packed_formats.cuh
+// dequant8's layout): 4 fp16 pairs (q - 32) x dsc, dsc = d sc rounded to fp16 (the reference rounds
+// d sc (q - 32) once: this weight is off by at most that rounding, 2^-11 of it).
+ONECAT_DEVICE void q6_k_word(unsigned v, unsigned hb, __half2 dsc, unsigned magic, unsigned (&p)[4]) {
+  const unsigned v2 = v >> 8, hb2 = hb >> 2;
+  const __half2 one = h2c(1.f), shi = h2c(1.f / 16.f), nlo = h2c(-1056.f), nhi = h2c(-96.f);
+  p[0] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic) | (hb & 0x00300030u)), one, nlo), dsc));
+  p[1] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic) | (hb & 0x03000300u)), shi, nhi), dsc));
+  p[2] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic) | (hb2 & 0x00300030u)), one, nlo), dsc));
+  p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic) | (hb2 & 0x03000300u)), shi, nhi), dsc));
+}
+
 template <bool QK> struct ScaleWordOf { using type = unsigned short; };  // q4_0: a chunk's fp16 d
 template <> struct ScaleWordOf<true> { using type = unsigned; };           // q4_k: a header word, awq (s, 1024 + z)
 template <bool QK> using ScaleWord = typename ScaleWordOf<QK>::type;
@@ -172,7 +189,7 @@ ONECAT_DEVICE void q4_k_word(unsigned v, const Q4kConsts& c, unsigned magic, uns
 
 template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
 __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
-                             const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
+                             const unsigned char* __restrict__ qh, const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                              float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
                              int gchunks, int steps_per_split, unsigned long long* tr = nullptr) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
@@ -184,8 +201,10 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   constexpr int AB = 2 * STAGE * 2, CB = BM * C_LD * 4, BYTES = AB > CB ? AB : CB;
   static_assert(XV * THREADS == SLOTS && BYTES <= 48 * 1024, "x slots per thread; static shared memory");
   static_assert(1 <= PDX && PDX <= PDW, "x is prefetched at most as far as W");
-  static_assert(F == F_Q4_0 || ((F == F_Q4_K || F == F_AWQ) && KS == 1), "q4_0, or q4_k / awq one chunk per lane and step");
-  constexpr bool QK = F == F_Q4_K, AW = F == F_AWQ;  // scales: q4_0 one fp16 per chunk, q4_k a header word
+  static_assert(F == F_Q4_0 || ((F == F_Q4_K || F == F_AWQ || F == F_Q6_K) && KS == 1),
+                "q4_0, or q4_k / awq / q6_k one chunk per lane and step");
+  constexpr bool QK = F == F_Q4_K, AW = F == F_AWQ, Q6 = F == F_Q6_K;  // scales: q4_0 one fp16 per chunk,
+  // q6_k one word per chunk (sc0, sc1, d) and 8 bytes of high bits, q4_k a header word
   // per lane, awq its group's (s, 1024 + z) (gchunks = group / 32 chunks: a power of two, gemm_ops)
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
@@ -199,7 +218,9 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   // this lane's W chunks (KS x 16 B per step) and their scales, row offsets applied once
   const uint4* wp[NB];
   const unsigned short* sp[NB];  // q4_0: this lane's chunks' scales
-  const unsigned* hp[NB];        // q4_k: word qd of its row's super-block headers; awq: its row's groups
+  const unsigned* hp[NB];        // q4_k: word qd of its row's super-block headers; awq: its row's groups;
+                                 // q6_k: its chunks' scale words
+  const uint2* qp[NB];           // q6_k: its chunks' high bits
   const int gshift = AW ? __ffs(gchunks) - 1 : 0;
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
@@ -208,7 +229,12 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
     const int f = warp * WN + 8 * b + g;
     const i64 row = (unsigned)min(GLU ? (f < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + f : n0 + f, N - 1);
     wp[b] = reinterpret_cast<const uint4*>(q + row * nch * 16) + KS * qd;
-    if constexpr (QK || AW) {
+    if constexpr (Q6) {
+      hp[b] = reinterpret_cast<const unsigned*>(meta) + row * nch + qd;
+      qp[b] = reinterpret_cast<const uint2*>(qh) + row * nch + qd;
+      pin_pointer(hp[b]);
+      pin_pointer(qp[b]);
+    } else if constexpr (QK || AW) {
       hp[b] = reinterpret_cast<const unsigned*>(meta) + (QK ? row * (nch >> 1) + qd : row * (nch >> gshift));
       pin_pointer(hp[b]);
     } else {
@@ -239,7 +265,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 
   struct Regs {  // one ring slot: a step's W chunks and scales, and (between its load and its stash) x
     uint4 w[NB][KS];
-    ScaleWord<QK || AW> s[NB][KS];
+    ScaleWord<QK || AW || Q6> s[NB][KS];
+    uint2 hb[Q6 ? NB : 1];  // q6_k: the chunk's high bits
     uint2 x0[XV], x1[XV];
   };
   auto fetch_w = [&](Regs& r, int st) {
@@ -248,7 +275,10 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
         r.w[b][j] = ldg_w<PF>(wp[b] + 4 * KS * st + j);
-        if constexpr (QK)
+        if constexpr (Q6) {
+          r.s[b][j] = ldg_u<PF>(hp[b] + 4 * st);
+          r.hb[b] = __ldg(qp[b] + 4 * st);
+        } else if constexpr (QK)
           r.s[b][j] = ldg_u<PF>(hp[b] + 4 * (st >> 1));  // a super-block is two steps
         else if constexpr (AW)
           r.s[b][j] = ldg_u<PF>(hp[b] + ((4 * st + qd) >> gshift));  // chunk 4 st + qd's group
@@ -295,7 +325,13 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 #pragma unroll
         for (int b = 0; b < NB; ++b) {
           unsigned lo[4], hi[4];
-          if constexpr (QK) {
+          if constexpr (Q6) {  // half h: words (x, y) or (z, w), scale sc_h, high bits hb.x or hb.y
+            const unsigned mw = r.s[b][0], hw = h ? r.hb[b].y : r.hb[b].x;
+            const __half d = __ushort_as_half((unsigned short)(mw >> 16));
+            const __half2 dsc = __half2half2(__hmul(d, __int2half_rn((int)(signed char)((mw >> (8 * h)) & 0xFF))));
+            q6_k_word(h ? r.w[b][j].z : r.w[b][j].x, hw, dsc, magic, lo);
+            q6_k_word(h ? r.w[b][j].w : r.w[b][j].y, __funnelshift_r(hw, hw, 8), dsc, magic, hi);
+          } else if constexpr (QK) {
             q4_k_word(h ? r.w[b][j].z : r.w[b][j].x, kc[b], magic, lo);
             q4_k_word(h ? r.w[b][j].w : r.w[b][j].y, kc[b], magic, hi);
           } else if constexpr (AW) {
@@ -379,7 +415,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 }
 
 // gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
-// launch signature (qh, gchunks unused); _trace entries (not routed; tools/gpu/gemm_trace.py) take a
+// launch signature (qh: q6_k's high bits, gchunks: awq's chunks per group); _trace entries (not routed; tools/gpu/gemm_trace.py) take a
 // trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
 // out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
 // partial) stored, 5 the split-K count resolved, 6 block end.
@@ -390,7 +426,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, gchunks,     \
+    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, \
                                               steps_per_split, TR);                                      \
     block_trace(TR, 6);                                                                                  \
   }
@@ -403,7 +439,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
                 unsigned long long* trace)
 #define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
   GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)    \
-  GEMM_RD_FMT(awq, F_AWQ, TILE, MT, NB, KS, PDW, PDX, PF)
+  GEMM_RD_FMT(awq, F_AWQ, TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q6_k, F_Q6_K, TILE, MT, NB, KS, PDW, PDX, PF)
 GEMM_RD(r32, 2, 2, 1, 2, 2, 0)     // 32 x 64, K-steps of 128, W and x two steps ahead (route: 17..64 rows)
 GEMM_RD(r32w, 2, 4, 1, 2, 1, 128)  // 32 x 128, x one step ahead, W with L2 prefetch (route: 17..64 rows,
                                    // N >= 16384 or K >= 8192)

@@ -221,7 +221,7 @@ def gemv_m1_shape(fmt: str, n: int, k: int, normed: bool = False) -> tuple[int, 
       (benchmarks/results/h200-2026-11-30-s7/gemv-variants-smollm2-call4.txt)."""
     if k <= 1024 and n >= 16384 and fmt in ("q4_0", "q4_1", "q8_0", "awq"):
         return (8, 1, 1, "n")
-    if fmt == "awq" and n >= 65536 and not normed:  # the LM head: 81.4 -> 78.8 us (128256 x 4096, H200 s19 call 4)
+    if fmt == "awq" and n >= 65536 and not normed:  # the LM head: 81.4 -> 78.8 us (128256 x 4096, H200 s19)
         return (8, 1, 1, "n")
     if fmt == "q8_0":
         return (4, 1, 2, "n")
@@ -497,6 +497,7 @@ def register(reg: KernelRegistry) -> None:
                         ("argmax", argmax, supports_argmax)]:
         name = {linear_hmma: "cuda_hmma", linear_packed: "cuda_pack"}.get(fn, "cuda")
         reg.register(Provider(name, op, fn, available=available, supports=sup))
-    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0 / q4_k / q6_k / awq) from 3 rows, the shared-memory
-    # one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS); fewer rows, or no GEMM admitted, the GEMV
+    # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0 / q4_k / q6_k / awq) from 3 rows,
+    # the shared-memory one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS); fewer rows, or no GEMM admitted,
+    # the GEMV
     reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda_pack", "cuda"])

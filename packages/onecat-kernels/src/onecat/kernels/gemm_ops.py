@@ -1,7 +1,8 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0 / q4_k / q6_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed format, from
-GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA kernel."""
+q4_0 / q4_k / q6_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed
+format, from GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA
+kernel."""
 
 from __future__ import annotations
 
@@ -172,10 +173,11 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     walk is a chain of dependent loads, so when the tiles leave resident slots empty (decode
     batches, 4096-row matrices) K is split to fill them without starting a second wave:
     slots // tiles, at most 8, each split keeping >= 4 K-steps.
-    rd (q4_0 / q4_k on sm_80+: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
+    rd (q4_0 / q4_k / q6_k / awq on sm_80+: rd_fits): up to 64 rows the register-direct tiles r32 / r32w
     (N >= WIDE_MIN_N or K >= RD_LONG_K; their one-row-tile twins r16 / r16w up to RD16_MAX_ROWS), two
-    row tiles high past 32 rows, splits as above but at most RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w on K >= RD_LONG_K) (H200, s11: 30-43% below the
-    shared-memory tiles at M = 32, 11-20% at M = 64 on the llama3-8b matrices). Past 32 rows the 32-row
+    row tiles high past 32 rows, splits as above but at most RD_MAX_SPLITS (RD_LONG_K_SPLITS for r32w
+    on K >= RD_LONG_K) (H200, s11: q4_0 30-43% below the shared-memory tiles at M = 32, 11-20% at M =
+    64 on the llama3-8b matrices; s19: q4_k / q6_k / awq alike). Past 32 rows the 32-row
     tiles beat r64 (s16, M 48 / 64: qkv 22.7 vs 26.8 us, o 17.7 vs 18.9, down 39.4 vs 40.7, gate_up
     level): the finer grid fills 3 blocks per SM where r64's left SMs with one block beside SMs with
     two (an r64 block alone on its SM ran its K loop in 9.0 us, paired 14.5: SM-bound, so the lone
@@ -255,7 +257,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         extra = ()
         if trace is not None:
             if tile not in RD_TILES or tiled or weight.kind != "q4_0":
-                raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} have one")
+                raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} "
+                                 "have one")
             kern = _RD_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
@@ -274,8 +277,9 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False):
-    """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized straight into the
-    MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight (gemm_launch)."""
+    """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized
+    straight into the MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight
+    (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
     tile, splits = gemm_shape(m, weight.shape[0], k, *gemm_slots(weight.kind, x.device), rd=True)
@@ -312,8 +316,8 @@ def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
     major, minor = RD_MIN_CAPABILITY
     _need(r, cap is None or cap >= RD_MIN_CAPABILITY,
           f"capability {cap[0]}.{cap[1]} < {major}.{minor} (mma.sync m16n8k16)" if cap else "")
-    _need(r, fmt in ("packed_q4_0", "packed_q4_k", "packed_q6_k", "packed_awq"),
-          f"weight format {fmt} not packed_q4_0 / packed_q4_k / packed_q6_k / packed_awq")
+    _need(r, fmt.removeprefix("packed_") in RD_FORMATS,
+          f"weight format {fmt} not {' / '.join('packed_' + f for f in RD_FORMATS)}")
     group = p.param("group")
     _need(r, fmt != "packed_awq" or group is None or rd_group_ok(group),
           f"AWQ group size {group} not a power of two >= 32")

@@ -1,6 +1,7 @@
 // gemm_rd.cu: the decode-batch packed GEMM with the weights dequantized straight into tensor-core
 // fragments (register-direct): y[M, N] = x[M, K] @ W[N, K]^T (+ bias), M <= BM rows per block (16, 32
-// or 64), q4_0 or q4_k PackedWeight as the GEMV reads it (row-major planes, no re-layout), K % BK == 0.
+// or 64), q4_0 / q4_k / q6_k / awq PackedWeight as the GEMV reads it (row-major planes, no re-layout),
+// K % BK == 0.
 // FP16 in and out, FP32 accumulation. sm_80+ (mma.sync m16n8k16); gemm_ops admits it on those GPUs only.
 // q4_k (gemm_rd_q4_k_*): the same walk (its chunks' nibbles are laid out as q4_0's), each lane loading
 // one 32-bit word of its row's 16-byte super-block header per step (a super-block is two steps) and the
@@ -42,7 +43,7 @@
 //  * x: the step's BM x BK tile in shared memory in A-operand order (one 16-byte load per slice and
 //    row tile, see the layout note below), loaded into registers PDX steps ahead (two 8-byte loads per
 //    16-byte slot) and stored into one of two stages: one barrier per step. W: PDW steps ahead, a ring
-//    of PDW + 1 register sets; r32w's loads ask the L2 for 128 bytes of the row (ldg_w: one step more
+//    of PDW + 1 register sets; r32w's loads ask the L2 for 128 bytes of the row (ldg_pf: one step more
 //    waiting in L2). Rows past M read row M - 1 (never written out), W rows past N row N - 1.
 //  * Epilogue (gemm_epilogue.cuh): accumulators staged in shared memory, FP16 out or split-K partials
 //    merged by the tile's last block (fixed order). The _glu entries (decode batches' gate_up,
@@ -99,49 +100,25 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // down 26.8 -> 26.2 / 39.0 -> 38.4 (that A/B's scale loads asked for 256 bytes; with 128 as routed,
 // call 13: gate_up 39.4 / 72.7, down 26.0 / 38.9); 256-byte W loads 1-2% behind; r32 (SM-bound at 3
 // blocks per SM) level, so it keeps plain loads.
-template <int PF>
-ONECAT_DEVICE uint4 ldg_w(const uint4* p) {
+// One load of W (uint4), q4_0's scales (u16) or the other formats' scale words (u32).
+template <int PF, class T>
+ONECAT_DEVICE T ldg_pf(const T* p) {
   static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   if constexpr (PF == 128) {
-    uint4 v;
-    asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-  }
-#endif
-  return __ldg(p);
-}
-template <int PF>
-ONECAT_DEVICE unsigned short ldg_s(const unsigned short* p) {
-  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-  if constexpr (PF == 128) {
-    unsigned short v;
-    asm("ld.global.nc.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    T v;
+    if constexpr (sizeof(T) == 16)
+      asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    else if constexpr (sizeof(T) == 4)
+      asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    else
+      asm("ld.global.nc.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
     return v;
   }
 #endif
   return __ldg(p);
 }
 
-template <int PF>
-ONECAT_DEVICE unsigned ldg_u(const unsigned* p) {
-  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-  if constexpr (PF == 128) {
-    unsigned v;
-    asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    return v;
-  }
-#endif
-  return __ldg(p);
-}
-
-// q4_k: one chunk's constants from its super-block header (16 bytes: fp16 d, fp16 dmin, 8 x 12-bit
-// (scale, min) fields; the 4 lanes of a W row hold its words 0..3, this lane's chunk is field j).
-// (1024 + q) sc - 1024 sc and (1024 + 16 q) sc / 16 - 64 sc are q sc exactly (<= 945); the weight is
-// then one HFMA2, q sc x d - dmin mn, with dmin mn rounded to fp16 first (the reference's fp32 weight
-// rounds once: this one is off by at most that rounding, ~2^-11 of dmin mn).
 // One 32-bit word of q6_k's low nibbles (8 weights) with its high-bit word hb (packed_formats.cuh
 // dequant8's layout): 4 fp16 pairs (q - 32) x dsc, dsc = d sc rounded to fp16 (the reference rounds
 // d sc (q - 32) once: this weight is off by at most that rounding, 2^-11 of it).
@@ -155,9 +132,15 @@ ONECAT_DEVICE void q6_k_word(unsigned v, unsigned hb, __half2 dsc, unsigned magi
 }
 
 template <bool QK> struct ScaleWordOf { using type = unsigned short; };  // q4_0: a chunk's fp16 d
-template <> struct ScaleWordOf<true> { using type = unsigned; };           // q4_k: a header word, awq (s, 1024 + z)
+// q4_k: a header word; q6_k: (sc0, sc1, d); awq: (s, 1024 + z)
+template <> struct ScaleWordOf<true> { using type = unsigned; };
 template <bool QK> using ScaleWord = typename ScaleWordOf<QK>::type;
 
+// q4_k: one chunk's constants from its super-block header (16 bytes: fp16 d, fp16 dmin, 8 x 12-bit
+// (scale, min) fields; the 4 lanes of a W row hold its words 0..3, this lane's chunk is field j).
+// (1024 + q) sc - 1024 sc and (1024 + 16 q) sc / 16 - 64 sc are q sc exactly (<= 945); the weight is
+// then one HFMA2, q sc x d - dmin mn, with dmin mn rounded to fp16 first (the reference's fp32 weight
+// rounds once: this one is off by at most that rounding, ~2^-11 of dmin mn).
 struct Q4kConsts {
   __half2 a, z, ah, zh, d, e;
 };
@@ -189,9 +172,9 @@ ONECAT_DEVICE void q4_k_word(unsigned v, const Q4kConsts& c, unsigned magic, uns
 
 template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
 __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
-                             const unsigned char* __restrict__ qh, const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
-                             float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                             int gchunks, int steps_per_split, unsigned long long* tr = nullptr) {
+                        const unsigned char* __restrict__ qh, const unsigned char* __restrict__ meta,
+                        const __half* __restrict__ bias, float* __restrict__ ws, unsigned* __restrict__ counters,
+                        int M, int N, int K, int gchunks, int steps_per_split, unsigned long long* tr = nullptr) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -274,16 +257,16 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
     for (int b = 0; b < NB; ++b)
 #pragma unroll
       for (int j = 0; j < KS; ++j) {
-        r.w[b][j] = ldg_w<PF>(wp[b] + 4 * KS * st + j);
+        r.w[b][j] = ldg_pf<PF>(wp[b] + 4 * KS * st + j);
         if constexpr (Q6) {
-          r.s[b][j] = ldg_u<PF>(hp[b] + 4 * st);
+          r.s[b][j] = ldg_pf<PF>(hp[b] + 4 * st);
           r.hb[b] = __ldg(qp[b] + 4 * st);
         } else if constexpr (QK)
-          r.s[b][j] = ldg_u<PF>(hp[b] + 4 * (st >> 1));  // a super-block is two steps
+          r.s[b][j] = ldg_pf<PF>(hp[b] + 4 * (st >> 1));  // a super-block is two steps
         else if constexpr (AW)
-          r.s[b][j] = ldg_u<PF>(hp[b] + ((4 * st + qd) >> gshift));  // chunk 4 st + qd's group
+          r.s[b][j] = ldg_pf<PF>(hp[b] + ((4 * st + qd) >> gshift));  // chunk 4 st + qd's group
         else
-          r.s[b][j] = ldg_s<PF>(sp[b] + 4 * KS * st + j);
+          r.s[b][j] = ldg_pf<PF>(sp[b] + 4 * KS * st + j);
       }
   };
   auto fetch_x = [&](Regs& r, int st) {
@@ -414,11 +397,11 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   gemm_epilogue<BM, BN, C_LD, THREADS, GLU>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr);
 }
 
-// gemm_rd_q4_0_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
-// launch signature (qh: q6_k's high bits, gchunks: awq's chunks per group); _trace entries (not routed; tools/gpu/gemm_trace.py) take a
-// trace pointer after it and record (common.cuh block_trace) at point 0 entry, 1 the first W / x loads
-// out and x's first step stashed, 2 the first step done, 3 the K loop done, 4 the tile (or split-K
-// partial) stored, 5 the split-K count resolved, 6 block end.
+// gemm_rd_<format>_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
+// launch signature (qh: q6_k's high bits, gchunks: awq's chunks per group). q4_0's _trace entries (not
+// routed; tools/gpu/gemm_trace.py) take a trace pointer after it and record (common.cuh block_trace) at
+// point 0 entry, 1 the first W / x loads out and x's first step stashed, 2 the first step done, 3 the K
+// loop done, 4 the tile (or split-K partial) stored, 5 the split-K count resolved, 6 block end.
 // _glu entries (gemm_ops.gemm_launch(glu=True)): W = [gate | up] (N rows), out = silu(gate) * up (N / 2
 // wide), a tile's features half gate rows, half the same up rows (N / 2 a multiple of BN / 2).
 #define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, TR, ...)                                   \

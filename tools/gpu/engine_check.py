@@ -8,12 +8,11 @@ token equals the reference argmax wherever the reference's top-2 gap exceeds 0.5
 is made twice, eagerly and with decode CUDA graphs: their greedy tokens must be identical. Prints
 the decode step times of both and the admitted route last.
 
-    python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b] [--weights q4_0|q6_k|awq] [--layers 2] [--prompts 32]
+    python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b] [--weights q4_0|q4_k|q6_k|awq] [--layers 2] [--prompts 32]
 
---weights q4_0 / q6_k / awq: the four projections of every layer as generated PackedWeights of that
-format (the GPU route's packed GEMV / GEMM kernels, the register-direct ones at 3..64 decode rows on
-sm_80+; the CPU route dequantizes the same planes), embedding and LM head dense. (q4_k is left out:
-bench.packed_gpu draws its (scale, min) pairs independently, so its rows are far from zero-mean.) --prompts N: N concurrent requests (the
+--weights q4_0 / q4_k / q6_k / awq: the four projections of every layer as generated PackedWeights of
+that format (the GPU route's packed GEMV / GEMM kernels, the register-direct ones at 3..64 decode rows
+on sm_80+; the CPU route dequantizes the same planes), embedding and LM head dense. --prompts N: N concurrent requests (the
 decode batch); --layers L: the shape with L layers (the CPU float32 scoring of an 8B-wide model).
 """
 
@@ -67,8 +66,8 @@ def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel
     # the FP32 reference parted at four clear positions (H200, s12), with and without the register-direct
     # GEMM alike: the size of the values, not a kernel.
     # weight RMS per unit of packed_gpu's `scale`: q4_0 3.73; awq 0.85 (|q - z| RMS 6.52, s ~ 0.13 scale);
-    # q6_k 18.0 (d ~ 0.0132 scale RMS, sc RMS 73.9, q - 32 RMS 18.5)
-    scale = 0.5 / SPEC.hidden_size ** 0.5 / {"q4_0": 3.73, "awq": 0.85, "q6_k": 18.0}[kind]
+    # q6_k 18.0 (d ~ 0.0132 scale RMS, sc RMS 73.9, q - 32 RMS 18.5); q4_k 5.13 (its rows near zero-mean)
+    scale = 0.5 / SPEC.hidden_size ** 0.5 / {"q4_0": 3.73, "q4_k": 5.13, "awq": 0.85, "q6_k": 18.0}[kind]
     # dense buffers first (embedding, norms, LM head keep them), the projections replaced below
     fast = LlamaForCausalLM(SPEC, torch.float16, torch.device(gpu))
     ref = LlamaForCausalLM(SPEC, torch.float32, torch.device("cpu"))
@@ -105,7 +104,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=sorted(SPECS), default="smollm2-135m")
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--weights", choices=("dense", "q4_0", "q6_k", "awq"), default="dense")
+    ap.add_argument("--weights", choices=("dense", "q4_0", "q4_k", "q6_k", "awq"), default="dense")
     ap.add_argument("--layers", type=int, default=0, help="override the shape's layer count")
     ap.add_argument("--prompts", type=int, default=4, help="concurrent requests (prompt lengths cycle 7, 33, 130, 300)")
     args = ap.parse_args()

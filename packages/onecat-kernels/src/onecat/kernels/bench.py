@@ -241,8 +241,10 @@ GEMV_FORMATS = ("q4_0", "q4_k", "awq", "q4_1", "q8_0", "q6_k")
 def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator, scale: float = 0.02):
     """A random PackedWeight made directly on the GPU (valid planes; packing 128256x4096 on the host
     would take minutes). Scales are finite and of realistic size; `scale` sets them as
-    GGUFWeight.random's does (q4_0 / q8_0 block scales within +-[scale / 4, 1.25 scale])."""
-    from .weights import PackedWeight
+    GGUFWeight.random's does (q4_0 / q8_0 block scales within +-[scale / 4, 1.25 scale]; q4_k's super-block
+    d within [scale / 100, scale / 20], dmin = 8 d and each sub-block's min 15 / 16 of its scale, so rows
+    are near zero-mean: weight RMS 5.1 scale)."""
+    from .weights import PackedWeight, _k4_fields
 
     def rb(*shape):
         return torch.randint(0, 256, shape, dtype=torch.uint8, device="cuda", generator=gen)
@@ -271,9 +273,11 @@ def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator, scale: float = 0
         elif kind == "q4_1":
             meta = torch.stack([f16((n, nch), 0.005, 0.025).view(n, nch, 2),
                                 f16((n, nch), 0.0, 0.1, True).view(n, nch, 2)], -2).reshape(n, -1)
-        elif kind == "q4_k":
-            head = torch.cat([f16((n, nch // 8, 1), 2e-4, 1e-3), f16((n, nch // 8, 1), 0, 1e-3),
-                              rb(n, nch // 8, 12)], -1)
+        elif kind == "q4_k":  # rows near zero-mean, as real Q4_K: dmin = 8 d, min_j = 15 / 16 scale_j
+            d = (torch.rand((n, nch // 8, 1), device="cuda", generator=gen) * 8e-4 + 2e-4) * u
+            sc = torch.randint(0, 64, (n, nch // 8, 8), device="cuda", generator=gen)
+            f16b = lambda v: v.half().view(torch.uint8).reshape(n, -1, 2)  # noqa: E731
+            head = torch.cat([f16b(d), f16b(8 * d), _k4_fields(sc, (15 * sc + 8) // 16).to(torch.uint8)], -1)
             meta = head.reshape(n, -1).contiguous()
         else:  # awq g128: (s, 1024 + z)
             g = 128

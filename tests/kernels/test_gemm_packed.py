@@ -274,6 +274,30 @@ def test_wrapper_launch(launches, small, kind, m, n, k, bias):
     assert args[8:12] == (m, n, k, w.group_size // 32) and (args[5] != 0) == bias
 
 
+@pytest.mark.parametrize("kind,group", [("q4_0", 32), ("q4_k", 32), ("q6_k", 32), ("awq", 128), ("awq", 64)])
+def test_register_direct_launch(launches, monkeypatch, kind, group):
+    """The register-direct entry of the weight's format, its grid, and the planes it reads: q6_k's high
+    bits (qh), AWQ's chunks per group (gchunks); the GLU entry on request. (The CPU stands in for an
+    sm_80+ device: rd_fits is forced; the kernels themselves are checked on the GPU.)"""
+    monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
+    gen = torch.Generator().manual_seed(4)
+    n, k = 256, 1024
+    w = pack_awq(*random_awq(n, k, group, gen), group) if kind == "awq" else random_packed(n, k, kind, gen)
+    x = torch.zeros(40, k, dtype=torch.float16)
+    gemm_ops.gemm_launch(x, w, None, "r32", 2)
+    gemm_ops.gemm_launch(x, w, None, "r16w", 1, glu=True)
+    (name, grid, args), (gname, ggrid, gargs) = launches
+    assert name == f"gemm_rd_{kind}_r32" and grid == (n // 64, 2, 2)  # 40 rows: two 32-row tiles high
+    assert gname == f"gemm_rd_{kind}_r16w_glu" and ggrid == (n // 128, 3, 1)
+    for a in (args, gargs):
+        assert a[2] == w.q.data_ptr() and a[4] == w.meta.data_ptr() and (a[3] != 0) == (kind == "q6_k")
+        assert a[8:12] == (40, n, k, group // 32)
+    if kind != "q4_0":  # r64 (an A/B tile) is q4_0's only
+        with pytest.raises(ValueError, match="a tile other than r64"):
+            gemm_ops.gemm_launch(x, w, None, "r64", 1)
+        assert len(launches) == 2
+
+
 def test_forced_split_is_clamped(launches, small):
     x = torch.zeros(40, 256, dtype=torch.float16)
     gemm_ops.gemm_launch(x, small["q8_0"], None, "m64", 8)  # 4 K-steps: 4 splits of one step

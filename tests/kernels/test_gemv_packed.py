@@ -17,7 +17,7 @@ import torch
 from onecat.kernels import cuda_ops
 from onecat.kernels.weights import PACKED_FORMATS, random_packed
 
-from .test_gemm_packed import _inputs  # (kind, m, n, k, bias, seed) -> x, a PackedWeight, bias on the GPU
+from .packed_gemm_cases import gpu_inputs  # (kind, m, n, k, bias, seed) -> x, a PackedWeight, bias on the GPU
 
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 gpu = pytest.mark.gpu
@@ -57,7 +57,7 @@ def test_linear_packed_launch(launches, m):
 @pytest.mark.parametrize("kind", PACKED_FORMATS)
 def test_rows_match_the_m1_kernel(kind):
     for i, (m, n, bias) in enumerate(((2, 200, True), (3, 8200, False), (4, 200, False), (4, 8200, True))):
-        x, w, b = _inputs(kind, m, n, K_OF[kind], bias, SEED + i)
+        x, w, b = gpu_inputs(kind, m, n, K_OF[kind], bias, SEED + i)
         shape = cuda_ops.gemv_mt_shape(n)
         with cuda_ops.poison_outputs():
             got = cuda_ops.linear_packed(x, w, b)
@@ -72,7 +72,7 @@ def test_rows_match_the_m1_kernel(kind):
 
 @gpu
 def test_graph_capture():
-    x, w, b = _inputs("q4_k", 3, 4096, 4096, True, SEED)
+    x, w, b = gpu_inputs("q4_k", 3, 4096, 4096, True, SEED)
     want = cuda_ops.linear_packed(x, w, b)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())

@@ -9,7 +9,7 @@ enum { ACT_SILU = 0, ACT_GELU_TANH = 1, ACT_GELU_ERF = 2 };
 
 template <int ACT>
 __device__ __forceinline__ float act(float g) {
-  if (ACT == ACT_SILU) return g / (1.f + expf(-g));
+  if (ACT == ACT_SILU) return silu(g);
   if (ACT == ACT_GELU_TANH) return 0.5f * g * (1.f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
   return 0.5f * g * (1.f + erff(g * 0.7071067811865476f));
 }

@@ -14,6 +14,14 @@ typedef long long i64;
 // the step writes (model weights), and it reads or writes everything else after it. pdl_wait()
 // returns once the previous grid has completed and its memory is visible. pdl_launch_dependents()
 // lets the next PDL kernel start once every block of this grid has called it (or exited).
+// silu(g) = g / (1 + exp(-g)) in FP32 (activation.cu's silu_and_mul), and the GLU epilogues' output:
+// silu(gate) * up with gate and up first rounded to FP16, as a projection's output is before
+// silu_and_mul reads it (gemm_epilogue.cuh, gemv_packed.cu: the unfused route's bits).
+ONECAT_DEVICE float silu(float g) { return g / (1.f + expf(-g)); }
+ONECAT_DEVICE float silu_mul_f16(float gate, float up) {
+  return silu(__half2float(__float2half_rn(gate))) * __half2float(__float2half_rn(up));
+}
+
 ONECAT_DEVICE void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

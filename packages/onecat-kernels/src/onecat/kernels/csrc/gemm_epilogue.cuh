@@ -32,10 +32,7 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
 // activation.cu's silu_and_mul (the same expression: the unfused route's bits).
 ONECAT_DEVICE void glu_out8(float (&g)[8], const float (&u)[8]) {
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float a = __half2float(__float2half_rn(g[e])), b = __half2float(__float2half_rn(u[e]));
-    g[e] = a / (1.f + expf(-a)) * b;
-  }
+  for (int e = 0; e < 8; ++e) g[e] = silu_mul_f16(g[e], u[e]);
 }
 
 // The outputs of a GLU tile (NH 8-column groups of its N / 2 outputs per row): sums(ml, gm, c, v, u) fills

@@ -340,8 +340,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     for (int r = 0; r < RO; ++r) {
       if (n0 + r >= nout) break;
       if constexpr (EPI == EPI_GLU) {  // as linear then silu_and_mul: y rounded to fp16 first
-        const float g = __half2float(__float2half_rn(val[0][r])), u = __half2float(__float2half_rn(val[0][r + RO]));
-        out[n0 + r] = __float2half_rn(g / (1.f + expf(-g)) * u);  // expf: activation.cu's silu
+        out[n0 + r] = __float2half_rn(silu_mul_f16(val[0][r], val[0][r + RO]));
       } else {
         out[n0 + r] = __float2half_rn(bias ? val[0][r] + __half2float(bias[n0 + r]) : val[0][r]);
       }
@@ -351,10 +350,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     for (int m = 0; m < MT; ++m)
 #pragma unroll
       for (int r = 0; r < RO; ++r)
-        if (m < M && n0 + r < nout) {
-          const float g = __half2float(__float2half_rn(val[m][r])), u = __half2float(__float2half_rn(val[m][r + RO]));
-          out[(i64)m * nout + n0 + r] = __float2half_rn(g / (1.f + expf(-g)) * u);
-        }
+        if (m < M && n0 + r < nout) out[(i64)m * nout + n0 + r] = __float2half_rn(silu_mul_f16(val[m][r], val[m][r + RO]));
   } else if (kw == 0 && lane == 0) {  // MT > 1: plain rows of M outputs
 #pragma unroll
     for (int m = 0; m < MT; ++m)

@@ -8,19 +8,14 @@ them. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
 
 from __future__ import annotations
 
-import os
-import random
-
 import pytest
 import torch
 
 from onecat.kernels import cuda_ops
 from onecat.kernels.weights import PACKED_FORMATS, random_packed
 
-from .packed_gemm_cases import gpu_inputs  # (kind, m, n, k, bias, seed) -> x, a PackedWeight, bias on the GPU
+from .packed_gemm_cases import SEED, TOL, gpu, gpu_inputs, ref_linear, rel_err
 
-SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
-gpu = pytest.mark.gpu
 K_OF = {"q4_0": 1056, "q4_1": 1056, "q8_0": 1056, "q4_k": 768, "q6_k": 768, "awq": 384}  # a kind's test K
 
 
@@ -65,9 +60,8 @@ def test_rows_match_the_m1_kernel(kind):
                 one = torch.full((1, n), float("nan"), dtype=torch.float16, device="cuda")
                 cuda_ops.gemv_m1_launch(one, x[r:r + 1].contiguous(), w, shape, b)
                 assert torch.equal(got[r], one[0]), f"{kind} M={m} N={n} row {r}: not the M = 1 kernel's bits seed={SEED}"
-        want = x.float() @ w.dequantize().float().T + (b.float() if bias else 0)
-        err = float((got.double() - want.double()).norm() / want.double().norm())
-        assert err <= 2e-3, f"{kind} M={m} N={n}: rel err {err:.3g} seed={SEED}"
+        err = rel_err(got, ref_linear(x, w, b))
+        assert err <= TOL, f"{kind} M={m} N={n}: rel err {err:.3g} seed={SEED}"
 
 
 @gpu
@@ -82,7 +76,6 @@ def test_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(got, want)
-
 
 
 # -- rms_norm_linear's cuda_gemv_glu: the norm, then the two-row GEMV with the GLU behind ----------

@@ -12,8 +12,9 @@ the decode step times of both and the admitted route last.
 
 --weights q4_0 / q4_k / q6_k / awq: the four projections of every layer as generated PackedWeights of
 that format (the GPU route's packed GEMV / GEMM kernels, the register-direct ones at 3..64 decode rows
-on sm_80+; the CPU route dequantizes the same planes), embedding and LM head dense. --prompts N: N concurrent requests (the
-decode batch); --layers L: the shape with L layers (the CPU float32 scoring of an 8B-wide model).
+on sm_80+; the CPU route holds the same planes' float32 decode), embedding and LM head dense. --prompts N:
+N concurrent requests (the decode batch); --layers L: the shape with L layers (the CPU float32 scoring
+of an 8B-wide model).
 """
 
 from __future__ import annotations

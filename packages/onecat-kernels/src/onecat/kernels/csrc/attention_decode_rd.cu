@@ -70,6 +70,7 @@
 template <int KV> struct RdPiece { using T = uint2; };  // 8 FP8 bytes
 template <> struct RdPiece<KV_F16> { using T = uint4; };  // 8 halves
 #define RD_KS 16  // keys per step
+template <bool B> struct RdMasked { static constexpr bool value = B; };  // a step's keys masked or not
 template <int D, int KV>
 struct RdStep {
   using P = typename RdPiece<KV>::T;
@@ -218,22 +219,29 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   // An 8-key block (t multiple of 8) lies in one page (block size >= 8, a power of 2): one page id per
   // block; lane offsets g (K) and 2q (V) rows past the block's first key.
   const i64 k_lane = (i64)g * row_bytes + (8 * q) * EB, v_lane = (i64)(2 * q) * row_bytes + (8 * g) * EB;
-  auto load = [&](int step, S& r) {
+  // A step wholly inside [kstart, kend) (all but a partition's first and last at most) loads and
+  // computes without the key masks: load / step_math take RdMasked<false> there, RdMasked<true> else.
+  auto interior = [&](int step) {
+    const int t0 = base + KS * step;
+    return t0 >= kstart && t0 + KS <= kend;
+  };
+  auto load = [&](auto masked, int step, S& r) {
+    constexpr bool MASKED = decltype(masked)::value;
     const int t0 = base + KS * step;
     if (t0 / RD_SEG != seg) stage(max(t0, kstart));  // KS divides RD_SEG: a step is in one segment
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       const int t = t0 + 8 * n;
-      const i64 off = ((i64)pages[(max(t, kstart) >> a.bs_shift) - first_page] * (bs_mask + 1) + (t & bs_mask)) *
-                      row_bytes;
-      const bool k_ok = t + g >= kstart && t + g < kend;
+      const i64 off = ((i64)pages[((MASKED ? max(t, kstart) : t) >> a.bs_shift) - first_page] * (bs_mask + 1) +
+                       (t & bs_mask)) * row_bytes;
+      const bool k_ok = !MASKED || (t + g >= kstart && t + g < kend);
       const unsigned char* kp = kc + off + k_lane;
 #pragma unroll
       for (int j = 0; j < D / 32; ++j)
         r.k[n][j] = k_ok ? *reinterpret_cast<const Piece*>(kp + 32 * j * EB) : Piece{};
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const bool ok = t + 2 * q + e >= kstart && t + 2 * q + e < kend;
+        const bool ok = !MASKED || (t + 2 * q + e >= kstart && t + 2 * q + e < kend);
         const unsigned char* vp = vc + off + v_lane + e * row_bytes;
 #pragma unroll
         for (int i = 0; i < NV; ++i)
@@ -248,11 +256,11 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   S buf[NBUF];
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) <= ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) <= ready_end) load(RdMasked<true>{}, s_lo + u, buf[u]);
   pdl_wait();
 #pragma unroll
   for (int u = 0; u < NBUF; ++u)
-    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(s_lo + u, buf[u]);
+    if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(RdMasked<true>{}, s_lo + u, buf[u]);
   block_trace(tr, 1);
 
   // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
@@ -274,7 +282,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];
 
   // One step's math on register set r (keys t0 ..)
-  auto step_math = [&](const S& r, int t0) {
+  auto step_math = [&](auto masked, const S& r, int t0) {
+    constexpr bool MASKED = decltype(masked)::value;
     unsigned pb[NB];  // B = P^T of block n: P[head g][keys 8n + 2q, + 1]
     // S^T = K Q^T, m16n8k16 per 16 dims: A = K (row g = key t0 + g: block 0's load, row g + 8 = key
     // t0 + 8 + g: block 1's), B = Q^T (column g = head g); two chains (the dims' halves h). S^T
@@ -299,7 +308,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
       float v = (sc[0][i] + sc[1][i]) * a.qk_scale;
       if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
       const int kp = t0 + g + 8 * (i >> 1);
-      x[i] = kp >= kstart && kp < kend ? v : -INFINITY;
+      x[i] = !MASKED || (kp >= kstart && kp < kend) ? v : -INFINITY;
       over |= x[i] > m_run[i & 1] + RD_LAZY_LOG2;
     }
     if (__any_sync(0xffffffffu, over)) {  // some head's max passed its reference: the step's maxima
@@ -322,7 +331,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     float p[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      p[i] = x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
+      // unmasked, every x is finite and so (after the vote above) every m_run
+      p[i] = MASKED && x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
       l_run[i & 1] += p[i];
     }
     // P^T's 8 x 8 blocks (keys g | g + 8, heads 2q, 2q + 1) transposed: P[head g][keys 2q, 2q + 1]
@@ -343,8 +353,12 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     for (int u = 0; u < NBUF; ++u) {
       const int k = s0 + u;
       if (k >= s_hi) break;
-      step_math(buf[u], base + KS * k);
-      if (k + NBUF < s_hi) load(k + NBUF, buf[u]);  // in flight during the next NBUF - 1 steps
+      if (interior(k)) step_math(RdMasked<false>{}, buf[u], base + KS * k);
+      else step_math(RdMasked<true>{}, buf[u], base + KS * k);
+      if (k + NBUF < s_hi) {  // in flight during the next NBUF - 1 steps
+        if (interior(k + NBUF)) load(RdMasked<false>{}, k + NBUF, buf[u]);
+        else load(RdMasked<true>{}, k + NBUF, buf[u]);
+      }
       if (k == s_lo) block_trace(tr, 2);
     }
   }

@@ -199,9 +199,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   const int base = kstart & ~(KS - 1), nsteps = (kend - base + KS - 1) / KS, per = (nsteps + W - 1) >> W_LOG2;
   const int s_lo = warp_first_step(nsteps), s_hi = min(nsteps, s_lo + per);
   const int bs_mask = (1 << a.bs_shift) - 1;
-  const i64 row_bytes = (i64)a.hk * D * EB;
-  const unsigned char* kc = a.kc + (i64)kvh * D * EB;
-  const unsigned char* vc = a.vc + (i64)kvh * D * EB;
+  // a token's row of all KV heads and a page of them in bytes (32-bit: a page is at most a few MB)
+  const unsigned row_bytes = (unsigned)a.hk * D * EB, page_bytes = row_bytes << a.bs_shift;
   int* pages = pages_s[warp];
   int seg = -1, first_page = 0;
   auto stage = [&](int key) {  // page ids of the RD_SEG-key segment holding `key` (warp-uniform)
@@ -217,8 +216,11 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     __syncwarp();
   }
   // An 8-key block (t multiple of 8) lies in one page (block size >= 8, a power of 2): one page id per
-  // block; lane offsets g (K) and 2q (V) rows past the block's first key.
-  const i64 k_lane = (i64)g * row_bytes + (8 * q) * EB, v_lane = (i64)(2 * q) * row_bytes + (8 * g) * EB;
+  // block; the lane's K piece g rows past the block's first key, its V pieces 2q and 2q + 1 rows past it.
+  const unsigned char* kc = a.kc + (i64)kvh * D * EB + g * row_bytes + (8 * q) * EB;
+  const unsigned char* vc = a.vc + (i64)kvh * D * EB + (2 * q) * row_bytes + (8 * g) * EB;
+  pin_pointer(kc);  // held, not rebuilt from the lane id per step
+  pin_pointer(vc);
   // A step wholly inside [kstart, kend) (all but a partition's first and last at most) loads and
   // computes without the key masks: load / step_math take RdMasked<false> there, RdMasked<true> else.
   auto interior = [&](int step) {
@@ -232,17 +234,18 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
       const int t = t0 + 8 * n;
-      const i64 off = ((i64)pages[((MASKED ? max(t, kstart) : t) >> a.bs_shift) - first_page] * (bs_mask + 1) +
-                       (t & bs_mask)) * row_bytes;
+      // one 32 x 32 -> 64-bit multiply-add per block (was three 64-bit multiplies' worth)
+      const unsigned page = pages[((MASKED ? max(t, kstart) : t) >> a.bs_shift) - first_page];
+      const unsigned long long off = (unsigned long long)page * page_bytes + (unsigned)(t & bs_mask) * row_bytes;
       const bool k_ok = !MASKED || (t + g >= kstart && t + g < kend);
-      const unsigned char* kp = kc + off + k_lane;
+      const unsigned char* kp = kc + off;
 #pragma unroll
       for (int j = 0; j < D / 32; ++j)
         r.k[n][j] = k_ok ? *reinterpret_cast<const Piece*>(kp + 32 * j * EB) : Piece{};
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const bool ok = !MASKED || (t + 2 * q + e >= kstart && t + 2 * q + e < kend);
-        const unsigned char* vp = vc + off + v_lane + e * row_bytes;
+        const unsigned char* vp = vc + off + e * row_bytes;
 #pragma unroll
         for (int i = 0; i < NV; ++i)
           r.v[2 * n + e][i] = ok ? *reinterpret_cast<const Piece*>(vp + 64 * i * EB) : Piece{};
@@ -280,6 +283,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   // RD_LAZY_LOG2: P <= 2^8 in FP16); O and l are rescaled only when some score passes its head's (warp
   // vote: rare after the first steps); l_run: the lane's sums, added across g at the end
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f}, alpha[2];
+  float m_thr[2] = {-INFINITY, -INFINITY};  // m_run + RD_LAZY_LOG2, updated with m_run
+  const bool capped = a.soft_cap > 0.f;
 
   // One step's math on register set r (keys t0 ..)
   auto step_math = [&](auto masked, const S& r, int t0) {
@@ -306,10 +311,10 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float v = (sc[0][i] + sc[1][i]) * a.qk_scale;
-      if (a.soft_cap > 0.f) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
+      if (capped) v = a.soft_cap * tanhf(v / a.soft_cap) * FA_LOG2E;
       const int kp = t0 + g + 8 * (i >> 1);
       x[i] = !MASKED || (kp >= kstart && kp < kend) ? v : -INFINITY;
-      over |= x[i] > m_run[i & 1] + RD_LAZY_LOG2;
+      over |= x[i] > m_thr[i & 1];
     }
     if (__any_sync(0xffffffffu, over)) {  // some head's max passed its reference: the step's maxima
 #pragma unroll
@@ -319,9 +324,10 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         const float m_new = fmaxf(m_run[h], mx);
-        alpha[h] = m_new == -INFINITY ? 1.f : exp2f(m_run[h] - m_new);
+        alpha[h] = m_new == -INFINITY ? 1.f : ex2_approx(m_run[h] - m_new);  // m_run -inf: 0
         l_run[h] *= alpha[h];
         m_run[h] = m_new;
+        m_thr[h] = m_new + RD_LAZY_LOG2;
       }
 #pragma unroll
       for (int mt = 0; mt < NT; ++mt) {  // O^T's c0..c3: heads 2q, 2q + 1
@@ -332,7 +338,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       // unmasked, every x is finite and so (after the vote above) every m_run
-      p[i] = MASKED && x[i] == -INFINITY ? 0.f : exp2f(x[i] - m_run[i & 1]);
+      p[i] = MASKED && x[i] == -INFINITY ? 0.f : ex2_approx(x[i] - m_run[i & 1]);
       l_run[i & 1] += p[i];
     }
     // P^T's 8 x 8 blocks (keys g | g + 8, heads 2q, 2q + 1) transposed: P[head g][keys 2q, 2q + 1]

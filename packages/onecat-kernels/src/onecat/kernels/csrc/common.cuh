@@ -22,6 +22,14 @@ ONECAT_DEVICE float silu_mul_f16(float gate, float up) {
   return silu(__half2float(__float2half_rn(gate))) * __half2float(__float2half_rn(up));
 }
 
+// 2^x by the MUFU alone (ex2.approx.ftz: results below 2^-126 flush to 0, -inf gives 0): exp2f adds
+// three instructions around it to keep those results subnormal, which softmax weights never need.
+ONECAT_DEVICE float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 ONECAT_DEVICE void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -247,12 +247,13 @@ def test_prefill_split_keeps_reduce(monkeypatch, gen):
     assert len(calls[0][1]) == len(attention_ops._SIG)
 
 
-@pytest.mark.parametrize("warps,threads,name,per_sm", [(4, 128, "attn_decode_rd_d128_e4m3", 3),
-                                                       (1, 32, "attn_decode_rd_d128_e4m3_w1", 12)])
-def test_register_direct_decode_host_side(warps, threads, name, per_sm, monkeypatch, gen):
-    """paged_attention_rd's launch: its kernels' signature, the block size of its form (4-warp route or
-    one-warp blocks), partitions planned for that many resident blocks on the (fake: 80) SMs, the merge
-    fused (a counter array)."""
+@pytest.mark.parametrize("form,threads,name,per_sm", [("w4", 128, "attn_decode_rd_d128_e4m3", 3),
+                                                      ("w1", 32, "attn_decode_rd_d128_e4m3_w1", 12),
+                                                      ("deep", 128, "attn_decode_rd_d128_e4m3_deep", 2)])
+def test_register_direct_decode_host_side(form, threads, name, per_sm, monkeypatch, gen):
+    """paged_attention_rd's launch: its kernels' signature, the block size of its form (4-warp route,
+    one-warp blocks, or 4-warp blocks with deeper loads at 2 per SM), partitions planned for that many
+    resident blocks on the (fake: 80) SMs, the merge fused (a counter array)."""
     import struct
 
     from onecat.kernels import cuda_ops
@@ -266,30 +267,44 @@ def test_register_direct_decode_host_side(warps, threads, name, per_sm, monkeypa
     md = paged_metadata([1] * 4, [8192] * 4, 16, 2100, gen)
     q = torch.randn(4, 32, 128, generator=gen).half()
     kc = torch.zeros(2100, 16, 8, 128, dtype=E4M3)
-    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, warps=warps)
+    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, 0.5, 0.25, form=form)
     ((kname, grid, block, args),) = calls
     nparts, part = args[-6], args[-5]
-    want = attention_ops.split_kv_plan(4, 8, 1, 8192, 64 if warps == 4 else 16, 80, 4, 32, 128, per_sm)
+    want = attention_ops.split_kv_plan(4, 8, 1, 8192, 16 if form == "w1" else 64, 80, 4, 32, 128, per_sm)
     assert kname == name and block == (threads, 1, 1) and (nparts, part) == want and grid == (1, 8, 4 * nparts)
     assert nparts > 1 and args[3] != 0 and 4 * 8 * nparts <= per_sm * 80
 
 
-@pytest.mark.parametrize("batch,name", [(16, "attn_decode_rd_d128_f16"), (24, "attn_decode_rd_d128_f16"),
-                                        (25, "attn_decode_rd_d128_f16_w1"), (64, "attn_decode_rd_d128_f16_w1")])
-def test_register_direct_decode_warps_route(batch, name, monkeypatch, gen):
-    """paged_attention_rd's default form: 4-warp blocks while the batch bucket's (request, KV head)
-    groups fit one wave of them (3 per SM on the fake 80 SMs: 240 slots; 8 KV heads: bucket 24 -> 192
-    groups), one-warp blocks past it (25 -> bucket 32 -> 256 groups)."""
+@pytest.mark.parametrize("batch,kv,d,name", [
+    (1, "f16", 128, "attn_decode_rd_d128_f16"), (40, "f16", 128, "attn_decode_rd_d128_f16_deep"),
+    (41, "f16", 128, "attn_decode_rd_d128_f16_w1"), (8, "e4m3", 128, "attn_decode_rd_d128_e4m3"),
+    (10, "e5m2", 128, "attn_decode_rd_d128_e5m2_deep"), (40, "e4m3", 128, "attn_decode_rd_d128_e4m3_deep"),
+    (41, "e4m3", 128, "attn_decode_rd_d128_e4m3_w1"), (24, "f16", 64, "attn_decode_rd_d64_f16"),
+    (25, "f16", 64, "attn_decode_rd_d64_f16_w1")])
+def test_register_direct_decode_form_route(batch, kv, d, name, monkeypatch, gen):
+    """paged_attention_rd's default form on the fake 80 SMs, 8 KV heads (the batch bucket's groups):
+    deep (D 128) past one group per SM and up to 4 (bucket 8 -> 64 groups: w4; 10 -> bucket 16 -> 128:
+    deep; 40 -> 320: deep); else, or at D 64, 4-warp blocks while the groups fit one wave of 3 per SM
+    (240), one-warp blocks past it (D 64 bucket 24 -> 192: w4, 25 -> 32 -> 256: w1)."""
     from onecat.kernels import cuda_ops
-    from onecat.kernels.attention_metadata import batch_bucket
     calls = []
     monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append(kernel.name))
     md = paged_metadata([1] * batch, [700] * batch, 16, batch * 44 + 4, gen)
-    q = torch.randn(batch, 32, 128, generator=gen).half()
-    kc = torch.zeros(batch * 44 + 4, 16, 8, 128, dtype=torch.float16)
-    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1)
-    one_wave = batch_bucket(batch) * 8 <= attention_ops.DECODE_RD_BLOCKS_PER_SM * 80
-    assert calls == [name] and name.endswith("_w1") != one_wave
+    q = torch.randn(batch, 32, d, generator=gen).half()
+    kc = torch.zeros(batch * 44 + 4, 16, 8, d, dtype={"f16": torch.float16, "e4m3": E4M3, "e5m2": torch.float8_e5m2}[kv])
+    attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, *(() if kv == "f16" else (0.5, 0.25)))
+    assert calls == [name]
+
+
+def test_register_direct_decode_bad_form(gen):
+    """A form that is not one, or deep at a head dim without deep entries, is refused before any launch."""
+    md = paged_metadata([1] * 2, [100] * 2, 16, 20, gen)
+    q = torch.randn(2, 8, 64).half()
+    kc = torch.zeros(20, 16, 2, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="form 'w2' is not one of"):
+        attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, form="w2")
+    with pytest.raises(ValueError, match=r"form 'deep' .* head dim 64 \(deep: D \[128\]\)"):
+        attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, form="deep")
 
 
 def test_register_direct_decode_trace_launch(monkeypatch, gen):

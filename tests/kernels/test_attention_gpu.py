@@ -311,20 +311,23 @@ def test_decode_rd_fused_split_merge(case, decode_launches):
 
 @rd_gpu
 @pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
-@pytest.mark.parametrize("d", [64, 128])
-def test_decode_rd_one_warp_blocks(kv, d, decode_launches):
-    """paged_attention_rd(warps=1), the one-warp-block form (routed when the groups pass one wave of 4-warp
-    blocks: decode_rd_warps): decode over ragged contexts, block sizes 8 / 32, window + soft cap, its fused
-    merge (many partitions) re-arming the counters."""
-    one = functools.partial(attention_ops.paged_attention_rd, warps=1)
+@pytest.mark.parametrize("form,d", [("w1", 64), ("w1", 128), ("deep", 128), ("w4", 128)])
+def test_decode_rd_forced_forms(form, d, kv, decode_launches):
+    """paged_attention_rd(form=...): the one-warp-block form, the deep one (two / three load sets at 2
+    blocks per SM) and the 4-warp one, each whatever decode_rd_form would pick: decode over ragged
+    contexts, block sizes 8 / 32, window + soft cap, its fused merge (many partitions) re-arming the
+    counters."""
+    fn = functools.partial(attention_ops.paged_attention_rd, form=form)
     rnd = random.Random(SEED + d)
     for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (16, 9, 3, 32), (32, 32, 8, 16)):
         seq = [rnd.randint(1, 9000) for _ in range(batch)]
-        _run(_gen("w1", kv, d, batch), [1] * batch, seq, hq, hk, d, bs, kv, provider=RD, fn=one)
+        _run(_gen(form, kv, d, batch), [1] * batch, seq, hq, hk, d, bs, kv, provider=RD, fn=fn)
     decode_launches.clear()
-    _run(_gen("w1win", kv, d), [1, 1], [5000, 70], 16, 4, d, 16, kv, window=700, cap=30.0, provider=RD, fn=one)
-    _assert_fused(decode_launches, "one-warp blocks")
-    assert decode_launches[0][0].endswith("_w1") and decode_launches[0][1][2] > 2, decode_launches[0][:2]
+    _run(_gen(form + "win", kv, d), [1, 1], [5000, 70], 16, 4, d, 16, kv, window=700, cap=30.0, provider=RD, fn=fn)
+    _assert_fused(decode_launches, form)
+    name = decode_launches[0][0]
+    assert name == f"attn_decode_rd_d{d}_{kv}" + {"w4": "", "w1": "_w1", "deep": "_deep"}[form], name
+    assert decode_launches[0][1][2] > 2, decode_launches[0][:2]
 
 
 @rd_gpu

@@ -28,10 +28,9 @@ ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in
 ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
          ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128),
          ("f16", 64, 1024, 32, 8, 128), ("f16", 128, 512, 32, 8, 128), ("e4m3", 64, 512, 32, 8, 128)]
-# rd: the route (4-warp blocks, one-warp blocks past one wave of groups: decode_rd_warps); rd_w4 / rd_w1 force one
+# rd: the route (attention_ops.decode_rd_form's pick); rd_w4 / rd_w1 / rd_deep force one form
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
-           "rd_w4": functools.partial(attention_ops.paged_attention_rd, warps=4),
-           "rd_w1": functools.partial(attention_ops.paged_attention_rd, warps=1)}
+           **{f"rd_{f}": functools.partial(attention_ops.paged_attention_rd, form=f) for f in ("w4", "w1", "deep")}}
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/gpu/ncu_decode.sh: Nsight Compute on the register-direct decode kernel (one launch each of the
-# given KV:BATCH:CTX[:WARPS] cases, 32/8 heads D 128): DRAM throughput, issue activity and the warp
+# given KV:BATCH:CTX[:FORM] cases, 32/8 heads D 128): DRAM throughput, issue activity and the warp
 # stall breakdown, as $OUT/ncu-decode-<case>.csv, then a short table of the deciding metrics.
 #   OUT=$OUT bash tools/gpu/ncu_decode.sh e4m3:16:8192 f16:16:8192 e4m3:4:8192
 set -u

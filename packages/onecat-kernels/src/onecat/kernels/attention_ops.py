@@ -54,10 +54,14 @@ DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 12
 _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
               for d in DECODE_RD_TILE for kv in _KV_KINDS}
 # one-warp blocks (12 per SM): the route when the (request, KV head) groups alone fill more than one wave
-# of 4-warp blocks (decode_rd_warps)
+# of 4-warp blocks (decode_rd_form)
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
                  for d in DECODE_RD_TILE for kv in _KV_KINDS}
+# deeper loads (FP16 two register sets per warp, FP8 three) at 2 blocks of 4 warps per SM, D 128
+DECODE_RD_DEEP_BLOCKS_PER_SM = 2
+_DECODE_RD_DEEP = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_deep", _SIG_FUSED, pdl=True)
+                   for kv in _KV_KINDS}
 # D 128, 4 warps, not routed: per-block timestamps (tools/gpu/decode_trace.py)
 _DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
                                       pdl=True) for kv in _KV_KINDS}
@@ -204,34 +208,50 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
                   logit_soft_cap, k_scale, v_scale, fused=True)
 
 
-def decode_rd_warps(batch: int, hk: int, sms: int) -> int:
-    """Warps per block of the register-direct decode: 4 (they split a partition's keys) while the batch
-    bucket's (request, KV head) groups fit one wave of 4-warp blocks, else 1 (12 one-warp blocks per SM:
-    the groups in one wave, split where slots are left). H200, 32/8 heads D 128 (s14 calls 5-6): one-warp
-    blocks 3-10% faster at batch 64 x 512 / 1024 and 128 x 512 (512 / 1024 groups > 396 slots), 6-45%
-    slower at batch <= 32 (<= 256 groups); llama3-8b q4_0 batch 64 decode 7,813 -> 8,026 tok/s."""
-    return 1 if batch_bucket(batch) * hk > DECODE_RD_BLOCKS_PER_SM * sms else 4
+def decode_rd_form(batch: int, hk: int, sms: int, kv: str, head_dim: int) -> str:
+    """The register-direct decode's block form for the batch bucket's (request, KV head) groups:
+    "deep" (D 128: 4-warp blocks, 2 per SM, two FP16 / three FP8 register sets of loads per warp) for
+    more than one and up to four groups per SM; else "w4" (4-warp blocks, 3 per SM, one FP16 / two FP8
+    sets) while the groups fit one wave of them, "w1" (12 one-warp blocks per SM) past it.
+    H200, 32/8 heads D 128, graphed (s20 calls 7-9): deep FP16 batch 32 / 64 x 512 21.1 / 42.2 ->
+    19.7 / 38.9 us (64 against w1), x 1024 37.3 / 74.9 -> 36.2 / 71.5, batch 128 x 512 (1,024 groups)
+    68.7 -> 73.4 (w1 stays); deep FP8 batch 32 / 64 x 512 13.8 / 27.0 -> 12.7 / 24.7 us. Few groups
+    (batch <= 16) keep w4: deep FP8 batch 4 / 16 x 8K-16K 1.5-2.5% slower, and deep FP16 at batch 1
+    took the llama3-8b q4_0 decode step from 2,004 / 2,026 to 2,058 / 2,129 us (two rounds), though
+    batch 1 x 512 alone is level and 1 x 4K 11% faster. s14: one-warp blocks 3-10% faster than 4-warp
+    ones past one wave, 6-45% slower within it."""
+    groups = batch_bucket(batch) * hk
+    if head_dim in (d for d, _ in _DECODE_RD_DEEP) and sms < groups <= 4 * sms:
+        return "deep"
+    return "w1" if groups > DECODE_RD_BLOCKS_PER_SM * sms else "w4"
+
+
+_RD_FORMS = {"w4": (_DECODE_RD, DECODE_RD_TILE, DECODE_RD_BLOCKS_PER_SM, 128),
+             "w1": (_DECODE_RD_W1, DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM, 32),
+             "deep": (_DECODE_RD_DEEP, DECODE_RD_TILE, DECODE_RD_DEEP_BLOCKS_PER_SM, 128)}
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
-                       k_scale=1.0, v_scale=1.0, warps=None, trace=None):
-    """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `warps`
-    per block: decode_rd_warps by default; 1 (one-warp blocks, planned for 12 per SM) or 4 to force one.
+                       k_scale=1.0, v_scale=1.0, form=None, trace=None):
+    """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `form`:
+    decode_rd_form's pick by default; "w4", "w1" or "deep" (D 128) to force one.
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
     timestamps there (csrc common.cuh block_trace; tools/gpu/decode_trace.py reads them)."""
+    d = query.shape[-1]
     if trace is not None:
-        if query.shape[-1] != 128:
-            raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {query.shape[-1]}")
-        kernels = _DECODE_RD_TRACE
+        if d != 128:
+            raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {d}")
+        kernels, tiles, per_sm, threads = _DECODE_RD_TRACE, DECODE_RD_TILE, DECODE_RD_BLOCKS_PER_SM, 128
     else:
-        if warps is None:
-            warps = decode_rd_warps(metadata.num_requests, key_cache.shape[2], _sm_count(query.device))
-        kernels = _DECODE_RD_W1 if warps == 1 else _DECODE_RD
-    w1 = kernels is _DECODE_RD_W1
-    return _flash(kernels, DECODE_RD_W1_TILE if w1 else DECODE_RD_TILE, query, key_cache, value_cache, metadata,
-                  scale, sliding_window, logit_soft_cap, k_scale, v_scale, fused=True,
-                  blocks_per_sm=DECODE_RD_W1_BLOCKS_PER_SM if w1 else DECODE_RD_BLOCKS_PER_SM,
-                  threads=32 if w1 else 128, trace=trace)
+        if form is None:
+            form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
+                                  _kv_kind(key_cache), d)
+        if form not in _RD_FORMS or (form == "deep" and (d, "f16") not in _DECODE_RD_DEEP):
+            raise ValueError(f"paged_attention_rd: form {form!r} is not one of {tuple(_RD_FORMS)} for head dim {d} "
+                             f"(deep: D {sorted({k[0] for k in _DECODE_RD_DEEP})})")
+        kernels, tiles, per_sm, threads = _RD_FORMS[form]
+    return _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
+                  k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads, trace=trace)
 
 
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,

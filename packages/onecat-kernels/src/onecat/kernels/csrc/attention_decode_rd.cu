@@ -40,11 +40,11 @@
 //    those dims: the lane's own heads, so a rescale needs no shuffle.
 //  * FP8: E5M2 and (sm_80 / sm_86) E4M3 by attention_fp8.cuh's integer rules, E4M3 by the sm_89+
 //    conversion instruction where there is one.
-//  * Loads: NBUF register sets of steps (1 for FP16, 2 for FP8: 1-2 steps ahead), a set refilled
-//    once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
+//  * Loads: NBUF register sets of steps (1 for FP16, 2 for FP8: 1-2 steps ahead; _deep 2 / 3), a set
+//    refilled once its step's math is done; page ids staged per warp in shared memory per segment of RD_SEG
 //    absolute keys, one per 8-key block (a block size is a power of 2 >= 8: the block is in one page).
-//  * Entries: the route (4 warps; _w1 one-warp blocks), and for D 128, not routed: _trace (per-block
-//    timestamps, tools/gpu/decode_trace.py).
+//  * Entries: the route (4 warps; _w1 one-warp blocks; D 128 _deep), and for D 128, not routed: _trace
+//    (per-block timestamps, tools/gpu/decode_trace.py).
 //  * A/B on the H200 (tools/gpu/decode_rd_check.sh, decode_rd_ab.py --kernels): s13: 8-key steps
 //    (P V by m16n8k8) 3-8% slower, one S chain ~1%, an unconditional rescale 1-5%, the integer E4M3
 //    decode 15-19%, KV heads spread over a block's warps (2 or 4 per block) 2-35% slower, other
@@ -57,7 +57,10 @@
 //    time from a global counter 11-35% slower (a claim and a page-id load on every step's path);
 //    partitions planned for 2 / 3 / 4 waves (the block scheduler balancing) 3-44% slower (one-warp
 //    blocks up to 2.8x); FP8 with one load set and registers held to 128 for 4 blocks per SM 0-3%
-//    slower.
+//    slower. s20: steps inside [kstart, kend) without the key masks, P by ex2.approx, one 32 x 32 -> 64-bit
+//    multiply-add per page: FP8 2-4% faster (E4M3 4 x 16K 41.0 -> 40.0 us, 16 x 8K 74.4 -> 72.1); lost:
+//    K / V loads by ld.global.nc.L1::no_allocate (FP8 5-12% slower), four S chains (level), FP8 with
+//    three sets at 2 blocks per SM for few groups (1.5-2.5% slower; routed for many: _deep below).
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
@@ -459,7 +462,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
   DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16##SUFFIX, 1, W, BPS, TR, __VA_ARGS__)          \
   DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3##SUFFIX, 2, W, BPS, TR, __VA_ARGS__)        \
   DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2##SUFFIX, 2, W, BPS, TR, __VA_ARGS__)
-// the route: 4-warp blocks (3 per SM), _w1 one-warp blocks (12 per SM; attention_ops.decode_rd_warps
+// the route: 4-warp blocks (3 per SM), _w1 one-warp blocks (12 per SM; attention_ops.decode_rd_form
 // routes them for many (request, KV head) groups); _trace: the 4-warp D 128 kernel with per-block
 // timestamps (tools/gpu/decode_trace.py)
 DECODE_RD_KINDS(64, 4, , 3, nullptr, )
@@ -467,3 +470,13 @@ DECODE_RD_KINDS(64, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 4, , 3, nullptr, )
 DECODE_RD_KINDS(128, 4, _trace, 3, trace, , unsigned long long* trace)
+// _deep (D 128): deeper loads at 2 blocks of 4 warps per SM, FP16 two register sets, FP8 three (200-220
+// registers); attention_ops.decode_rd_form routes them for 1-4 (request, KV head) groups per SM (H200
+// s20 call 9, graphed: FP16 batch 32 / 64 x 512 21.1 / 42.2 -> 19.7 / 38.9 us, x 1024 37.3 / 74.9 ->
+// 36.2 / 71.5; E4M3 batch 64 x 512 27.0 -> 24.7; fewer groups keep the route's 4-warp blocks: there deep
+// FP8 was 1.5-2.5% slower at 4 / 16 x 8K-16K and deep FP16 slowed the batch-1 decode step 3-5%).
+#define DECODE_RD_DEEP(D)                                                                           \
+  DECODE_RD_ENTRY(D, KV_F16, attn_decode_rd_d##D##_f16_deep, 2, 4, 2, nullptr, )                    \
+  DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3_deep, 3, 4, 2, nullptr, )                  \
+  DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2_deep, 3, 4, 2, nullptr, )
+DECODE_RD_DEEP(128)

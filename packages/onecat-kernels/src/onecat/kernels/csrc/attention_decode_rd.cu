@@ -58,8 +58,8 @@
 //    partitions planned for 2 / 3 / 4 waves (the block scheduler balancing) 3-44% slower (one-warp
 //    blocks up to 2.8x); FP8 with one load set and registers held to 128 for 4 blocks per SM 0-3%
 //    slower. s20: steps inside [kstart, kend) without the key masks, P by ex2.approx, one 32 x 32 -> 64-bit
-//    multiply-add per page: FP8 2-4% faster (E4M3 4 x 16K 41.0 -> 40.0 us, 16 x 8K 74.4 -> 72.1); lost:
-//    K / V loads by ld.global.nc.L1::no_allocate (FP8 5-12% slower), four S chains (level), FP8 with
+//    multiply-add per page: FP8 2-3% faster (E4M3 4 x 16K 41.0 -> 40.0 us, 16 x 8K 74.4 -> 72.1); lost:
+//    K / V loads by ld.global.nc.L1::no_allocate (FP8 up to 12% slower), four S chains (level), FP8 with
 //    three sets at 2 blocks per SM for few groups (1.5-2.5% slower; routed for many: _deep below).
 #include "attention_flash.cuh"
 

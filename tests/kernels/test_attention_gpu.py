@@ -15,6 +15,7 @@ import functools
 import math
 import os
 import random
+import zlib
 
 import pytest
 import torch
@@ -58,7 +59,9 @@ def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, 
 
 
 def _gen(*key) -> torch.Generator:
-    return torch.Generator("cuda").manual_seed(SEED + hash(key) % 100003)
+    """A generator seeded from the case's key: the same inputs in every process (crc32, where hash() of
+    strings changes with each interpreter's PYTHONHASHSEED)."""
+    return torch.Generator("cuda").manual_seed(SEED + zlib.crc32(repr(key).encode()) % 100003)
 
 
 HEADS = [(32, 8), (24, 4), (9, 3), (4, 1)]

@@ -59,9 +59,9 @@ DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 1
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
                  for d in DECODE_RD_TILE for kv in _KV_KINDS}
 # deeper loads (FP16 two register sets per warp, FP8 three) at 2 blocks of 4 warps per SM, D 128
-DECODE_RD_DEEP_BLOCKS_PER_SM = 2
-_DECODE_RD_DEEP = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_deep", _SIG_FUSED, pdl=True)
-                   for kv in _KV_KINDS}
+DECODE_RD_DEEP_DIMS, DECODE_RD_DEEP_BLOCKS_PER_SM = (128,), 2
+_DECODE_RD_DEEP = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_deep", _SIG_FUSED, pdl=True)
+                   for d in DECODE_RD_DEEP_DIMS for kv in _KV_KINDS}
 # D 128, 4 warps, not routed: per-block timestamps (tools/gpu/decode_trace.py)
 _DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
                                       pdl=True) for kv in _KV_KINDS}
@@ -221,7 +221,7 @@ def decode_rd_form(batch: int, hk: int, sms: int, kv: str, head_dim: int) -> str
     batch 1 x 512 alone is level and 1 x 4K 11% faster. s14: one-warp blocks 3-10% faster than 4-warp
     ones past one wave, 6-45% slower within it."""
     groups = batch_bucket(batch) * hk
-    if head_dim in (d for d, _ in _DECODE_RD_DEEP) and sms < groups <= 4 * sms:
+    if head_dim in DECODE_RD_DEEP_DIMS and sms < groups <= 4 * sms:
         return "deep"
     return "w1" if groups > DECODE_RD_BLOCKS_PER_SM * sms else "w4"
 
@@ -241,14 +241,14 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
     if trace is not None:
         if d != 128:
             raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {d}")
-        kernels, tiles, per_sm, threads = _DECODE_RD_TRACE, DECODE_RD_TILE, DECODE_RD_BLOCKS_PER_SM, 128
+        kernels, tiles, per_sm, threads = _DECODE_RD_TRACE, *_RD_FORMS["w4"][1:]  # w4's kernels, timestamped
     else:
         if form is None:
             form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
                                   _kv_kind(key_cache), d)
-        if form not in _RD_FORMS or (form == "deep" and (d, "f16") not in _DECODE_RD_DEEP):
+        if form not in _RD_FORMS or (form == "deep" and d not in DECODE_RD_DEEP_DIMS):
             raise ValueError(f"paged_attention_rd: form {form!r} is not one of {tuple(_RD_FORMS)} for head dim {d} "
-                             f"(deep: D {sorted({k[0] for k in _DECODE_RD_DEEP})})")
+                             f"(deep: D {list(DECODE_RD_DEEP_DIMS)})")
         kernels, tiles, per_sm, threads = _RD_FORMS[form]
     return _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
                   k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads, trace=trace)

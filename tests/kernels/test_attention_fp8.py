@@ -291,7 +291,8 @@ def test_register_direct_decode_form_route(batch, kv, d, name, monkeypatch, gen)
     monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append(kernel.name))
     md = paged_metadata([1] * batch, [700] * batch, 16, batch * 44 + 4, gen)
     q = torch.randn(batch, 32, d, generator=gen).half()
-    kc = torch.zeros(batch * 44 + 4, 16, 8, d, dtype={"f16": torch.float16, "e4m3": E4M3, "e5m2": torch.float8_e5m2}[kv])
+    dtype = {"f16": torch.float16, "e4m3": E4M3, "e5m2": torch.float8_e5m2}[kv]
+    kc = torch.zeros(batch * 44 + 4, 16, 8, d, dtype=dtype)
     attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, None, None, *(() if kv == "f16" else (0.5, 0.25)))
     assert calls == [name]
 

@@ -27,7 +27,9 @@ ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in
                                                                                  (16, 8192), (8, 16384))]
 ROWS += [("f16", 4, 8192, 9, 3, 64), ("e4m3", 4, 8192, 9, 3, 64), ("f16", 64, 512, 32, 8, 128),
          ("f16", 32, 512, 32, 8, 128), ("f16", 32, 1024, 32, 8, 128), ("f16", 1, 512, 32, 8, 128),
-         ("f16", 64, 1024, 32, 8, 128), ("f16", 128, 512, 32, 8, 128), ("e4m3", 64, 512, 32, 8, 128)]
+         ("f16", 64, 1024, 32, 8, 128), ("f16", 128, 512, 32, 8, 128), ("e4m3", 64, 512, 32, 8, 128),
+         ("f16", 1, 1024, 32, 8, 128), ("f16", 2, 512, 32, 8, 128), ("e4m3", 1, 512, 32, 8, 128),
+         ("f16", 4, 512, 32, 8, 128), ("f16", 1, 4096, 32, 8, 128)]
 # rd: the route (attention_ops.decode_rd_form's pick); rd_w4 / rd_w1 / rd_deep force one form
 KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_attention_rd,
            **{f"rd_{f}": functools.partial(attention_ops.paged_attention_rd, form=f) for f in ("w4", "w1", "deep")}}

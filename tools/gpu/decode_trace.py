@@ -7,8 +7,10 @@ events around the middle call, how block starts and ends spread, and the median 
 (clock64 cycles within a block, shown in us at the run's SM clock), so the fixed cost of a short
 launch (s14: ~6 us of FP8 batch 4 x 8K's 25-29 us) can be split into ramp, streaming, drain and merge.
 
-    python tools/gpu/decode_trace.py [--json RAW.json] [KV:BATCH:CTX ...]
+    python tools/gpu/decode_trace.py [--json RAW.json] [--graphed] [KV:BATCH:CTX ...]
         (default e4m3:4:8192 f16:4:8192 e4m3:16:8192)
+--graphed: the three calls in one CUDA graph (PDL between them, the metadata host-written: the first
+loads go before the wait), so the middle call's ramp shows how much of it overlaps the first's tail.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
 sys.path.insert(0, "tools/gpu")
-from block_trace import middle_of_three, mmm, phase, points, sm_clock_mhz  # noqa: E402
+from block_trace import middle_of_three, middle_of_three_graphed, mmm, phase, points, sm_clock_mhz  # noqa: E402
 from decode_attention_row import KV  # noqa: E402
 POINTS = {1: "after wait+loads", 2: "first step done", 3: "warp 0 loop done", 4: "all warps done",
           5: "partials written", 6: "block end"}
@@ -46,11 +48,12 @@ def kv_set(kv: str, batch: int, ctx: int, seed: int, host_written: bool = True):
     return q, kc, vc, md, d ** -0.5, None, None, *(() if kv == "f16" else (0.02, 0.02))
 
 
-def run(kv: str, batch: int, ctx: int, out: list | None = None) -> None:
+def run(kv: str, batch: int, ctx: int, out: list | None = None, graphed: bool = False) -> None:
     sets = [kv_set(kv, batch, ctx, 10 + i) for i in range(3)]
     blocks = 8 * batch * 1024
     trs = [torch.zeros(blocks, 16, dtype=torch.int64, device="cuda") for _ in sets]
-    events_us = middle_of_three(lambda i: attention_ops.paged_attention_rd(*sets[i], trace=trs[i]), trs)
+    three = middle_of_three_graphed if graphed else middle_of_three
+    events_us = three(lambda i: attention_ops.paged_attention_rd(*sets[i], trace=trs[i]), trs)
     summarize(kv, batch, ctx, trs[1].cpu(), trs[0].cpu(), events_us, sm_clock_mhz(), out)
 
 
@@ -103,15 +106,17 @@ def summarize(kv: str, batch: int, ctx: int, tr: torch.Tensor, prev: torch.Tenso
 
 
 def main(argv: list[str]) -> int:
-    dump = None
+    dump, graphed = None, "--graphed" in argv
+    argv = [a for a in argv if a != "--graphed"]
     if argv and argv[0] == "--json":
         dump, argv = argv[1], argv[2:]
     cases = argv or ["e4m3:4:8192", "f16:4:8192", "e4m3:16:8192"]
-    print(f"decode trace, {torch.cuda.get_device_name(0)}; 32/8 heads D 128, block 16; measured")
+    print(f"decode trace, {torch.cuda.get_device_name(0)}; 32/8 heads D 128, block 16; "
+          f"{'one CUDA graph of the three calls (events: replay / 3)' if graphed else 'eager'}; measured")
     out = []
     for c in cases:  # KV:BATCH:CTX
         kv, b, ctx = c.split(":")
-        run(kv, int(b), int(ctx), out)
+        run(kv, int(b), int(ctx), out, graphed)
     if dump:
         import json
         json.dump(out, open(dump, "w"))

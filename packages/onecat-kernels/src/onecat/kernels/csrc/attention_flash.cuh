@@ -483,28 +483,31 @@ __device__ __forceinline__ void flash_body(const FlashArgs& a) {
     for (int n = 0; n < NK / 16; ++n) fa_store_c(sw + n * 16, s[n], LDS);
     __syncwarp();
 
-    // Online softmax (log2 domain, FP32), P back in place as FP16.
+    // Online softmax (log2 domain, FP32), P back in place as FP16. The keys a row sees are one
+    // contiguous range (partition end, causal diagonal, window start): the lane's columns j in
+    // [j_lo, j_hi) keep their scores, two compares with the unrolled j instead of the per-key
+    // position tests. 2^x by the MUFU alone (ex2_approx: -inf gives 0).
     float v[NK / 2];
     float mx = -INFINITY;
     const int kp0 = t0 + wk * NK + c0;
+    const int j_hi = row_ok ? min(kend, qpos + 1) - kp0 : 0;
+    const int j_lo = a.window > 0 ? qpos - a.window + 1 - kp0 : 0;
 #pragma unroll
     for (int j = 0; j < NK / 2; ++j) {
       if (j >= cpl) break;
       float x = sw[lr * LDS + c0 + j] * a.qk_scale;
       if (a.soft_cap > 0.f) x = a.soft_cap * tanhf(x / a.soft_cap) * FA_LOG2E;
-      const int kp = kp0 + j;
-      const bool ok = row_ok && kp < kend && kp <= qpos && (a.window <= 0 || kp > qpos - a.window);
-      v[j] = ok ? x : -INFINITY;
+      v[j] = j >= j_lo && j < j_hi ? x : -INFINITY;
       mx = fmaxf(mx, v[j]);
     }
     for (int o = 1; o < lpr; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     const float m_new = fmaxf(m_run, mx);
-    const float alpha = m_new == -INFINITY ? 1.f : exp2f(m_run - m_new);
+    const float alpha = m_new == -INFINITY ? 1.f : ex2_approx(m_run - m_new);
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < NK / 2; ++j) {
       if (j >= cpl) break;
-      v[j] = m_new == -INFINITY ? 0.f : exp2f(v[j] - m_new);
+      v[j] = m_new == -INFINITY ? 0.f : ex2_approx(v[j] - m_new);
       sum += v[j];
     }
     for (int o = 1; o < lpr; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);

@@ -36,10 +36,13 @@ def _cache(gen, shape, kv: str, scale: float):
     return x.half() if kv == "f16" else ref.fp8_quantize(x, scale, KV_DTYPES[kv])
 
 
-def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv", fn=None):
-    """`provider`'s function (admitted for the problem), or `fn` (an unrouted form) on the same inputs."""
+def _run(gen, q_lens, seq_lens, hq, hk, d, bs, kv="f16", window=None, cap=None, provider="cuda_split_kv", fn=None,
+         host_written=False):
+    """`provider`'s function (admitted for the problem), or `fn` (an unrouted form) on the same inputs.
+    host_written: the metadata as a decode graph passes it (the kernels load K / V before their wait)."""
     nb = sum(-(-s // bs) for s in seq_lens) + 3
     md = paged_metadata(q_lens, seq_lens, bs, nb, torch.Generator().manual_seed(int(gen.initial_seed()) + 1), "cuda")
+    md = dataclasses.replace(md, host_written=True) if host_written else md
     q = torch.randn(sum(q_lens), hq, d, generator=gen, device="cuda").half()
     ks, vs = (0.013, 0.021) if kv != "f16" else (1.0, 1.0)
     kc, vc = _cache(gen, (nb, bs, hk, d), kv, ks), _cache(gen, (nb, bs, hk, d), kv, vs)
@@ -331,6 +334,22 @@ def test_decode_rd_forced_forms(form, d, kv, decode_launches):
     name = decode_launches[0][0]
     assert name == f"attn_decode_rd_d{d}_{kv}" + {"w4": "", "w1": "_w1", "deep": "_deep"}[form], name
     assert decode_launches[0][1][2] > 2, decode_launches[0][:2]
+
+
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_decode_rd_host_written(kv, d):
+    """With the metadata host-written (a decode graph's), the register-direct kernel reads the lengths
+    and page ids and loads its first steps' K / V before the wait (the token's own key after it):
+    ragged contexts (warps with fewer steps than the preloaded ones, partitions cut short), block
+    sizes 8 / 16 / 32 (the 512-key page segments), window + soft cap, many and few partitions."""
+    rnd = random.Random(SEED + 11 + d)
+    for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (4, 32, 8, 32), (16, 9, 3, 16)):
+        seq = [rnd.randint(1, 12000) for _ in range(batch - 1)] + [rnd.randint(1, 300)]
+        _run(_gen("hw", kv, d, batch), [1] * batch, seq, hq, hk, d, bs, kv, provider=RD, host_written=True)
+    _run(_gen("hwwin", kv, d), [1, 1], [5000, 70], 16, 4, d, 16, kv, window=700, cap=30.0, provider=RD,
+         host_written=True)
 
 
 @rd_gpu

@@ -61,6 +61,12 @@
 //    multiply-add per page: FP8 2-3% faster (E4M3 4 x 16K 41.0 -> 40.0 us, 16 x 8K 74.4 -> 72.1); lost:
 //    K / V loads by ld.global.nc.L1::no_allocate (FP8 up to 12% slower), four S chains (level), FP8 with
 //    three sets at 2 blocks per SM for few groups (1.5-2.5% slower; routed for many: _deep below).
+//    s21 (graphed, host-written metadata; benchmarks/results/h200-2026-12-01-s21/): more bytes before
+//    the wait lose: the next steps by prefetch.global.L2 3-10% slower, staged into shared memory by
+//    cp.async level to 4% slower (they compete with the previous call's tail); the partitions as thread-
+//    block clusters merged in distributed shared memory: a GPC holds whole clusters (28 of 12 blocks on
+//    the H200, 32 needed at batch 4), cut to fit 5-7% slower, 9% faster at batch 1 x 512 but 11% slower
+//    at 1 x 1024.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512

@@ -166,7 +166,7 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
     """attn_decode_rd_* (csrc/attention_decode_rd.cu) use mma.sync m16n8k16: on sm_70 they only trap
     (attention_ops admits them from sm_80: the V100 decodes with attention_decode.cu); on sm_90
     HMMA.16816 with FP32 accumulation, E4M3 by the FP8 conversion (F2FP), three 128-thread blocks per
-    SM of registers (twelve of the one-warp form, two of the deep one); the trace entries alike."""
+    SM of registers (twelve of the one-warp form, two of the deep one and of D 256); the trace entries alike."""
     names = {k.name for k in [*attention_ops._DECODE_RD.values(), *attention_ops._DECODE_RD_W1.values(),
                               *attention_ops._DECODE_RD_DEEP.values(), *attention_ops._DECODE_RD_TRACE.values()]}
     sm70 = _sass("attention_decode_rd.cu", str(tmp_path))
@@ -179,6 +179,7 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
         assert ("F2FP.F16.E4M3" in sm90[name]) == ("_e4m3" in name), name
         blocks, threads = ((attention_ops.DECODE_RD_W1_BLOCKS_PER_SM, 32) if name.endswith("_w1")
                            else (attention_ops.DECODE_RD_DEEP_BLOCKS_PER_SM, 128) if name.endswith("_deep")
+                           else (attention_ops.DECODE_RD_WIDE_BLOCKS_PER_SM, 128) if "_d256_" in name
                            else (attention_ops.DECODE_RD_BLOCKS_PER_SM, 128))
         assert blocks * threads * usage[name]["registers"] <= 65536, (name, usage[name])
 

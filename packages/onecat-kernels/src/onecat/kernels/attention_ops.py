@@ -49,15 +49,17 @@ _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG
            for d in HEAD_DIMS for kv in _KV_KINDS}
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 # sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu): GQA group
-# <= 8, head dims 64 / 128; (rows, keys per step of the block's 4 warps), resident blocks per SM
-DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64)}, 8, 3
+# <= 8, head dims 64 / 128 / 256; (rows, keys per step of the block's 4 warps), resident blocks per SM
+# (D 256: FP8 caches only, one register set of loads, 2 per SM; an FP16 set would spill)
+DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64), 256: (16, 64)}, 8, 3
+DECODE_RD_WIDE_DIM, DECODE_RD_WIDE_BLOCKS_PER_SM = 256, 2
 _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
-              for d in DECODE_RD_TILE for kv in _KV_KINDS}
-# one-warp blocks (12 per SM): the route when the (request, KV head) groups alone fill more than one wave
-# of 4-warp blocks (decode_rd_form)
+              for d in DECODE_RD_TILE for kv in _KV_KINDS if (d, kv) != (DECODE_RD_WIDE_DIM, "f16")}
+# one-warp blocks (12 per SM, D 64 / 128): the route when the (request, KV head) groups alone fill more
+# than one wave of 4-warp blocks (decode_rd_form)
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
 _DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
-                 for d in DECODE_RD_TILE for kv in _KV_KINDS}
+                 for d in DECODE_RD_W1_TILE for kv in _KV_KINDS}
 # deeper loads (FP16 two register sets per warp, FP8 three) at 2 blocks of 4 warps per SM, D 128
 DECODE_RD_DEEP_DIMS, DECODE_RD_DEEP_BLOCKS_PER_SM = (128,), 2
 _DECODE_RD_DEEP = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_deep", _SIG_FUSED, pdl=True)
@@ -107,12 +109,16 @@ def supports_flash_prefill(p: Problem) -> list[str]:
 
 def supports_decode_rd(p: Problem) -> list[str]:
     """The register-direct decode kernel: one query token per request, sm_80+ (mma.sync m16n8k16),
-    head dim 64 / 128, GQA group <= 8; otherwise cuda_split_kv (the Volta kernel) runs."""
+    head dim 64 / 128 / 256 (256: FP8 caches), GQA group <= 8; otherwise cuda_split_kv (the Volta kernel)
+    runs. H200 (s21 call 10, graphed, against it): D 256 E4M3 / E5M2 batch 8 x 16K 32/4 heads 37.9 / 36.9
+    -> 80.6 / 80.9% of copy, batch 4 x 8K 16/8 heads 38.5 -> 75.3%."""
     r = supports_paged(p)
     _need(r, p.device == "cuda" and p.capability is not None and p.capability >= (8, 0),
           f"{p.device} {p.capability}: mma.sync m16n8k16 needs sm_80+ (Volta runs cuda_split_kv)")
     _need(r, p.param("phase") == "decode", f"phase {p.param('phase')}: one query token per request only")
     _need(r, p.param("head_dim") in DECODE_RD_TILE, f"head_dim {p.param('head_dim')} not in {tuple(DECODE_RD_TILE)}")
+    _need(r, not (p.param("head_dim") == DECODE_RD_WIDE_DIM and p.param("kv_dtype") == "float16"),
+          "head_dim 256 with an FP16 cache: one register set of FP16 loads spills (FP8 caches only)")
     _need(r, (p.param("gqa") or 0) <= DECODE_RD_MAX_GROUP,
           f"GQA group {p.param('gqa')} > {DECODE_RD_MAX_GROUP} (the fragment's 8 head columns)")
     return r
@@ -221,6 +227,8 @@ def decode_rd_form(batch: int, hk: int, sms: int, kv: str, head_dim: int) -> str
     batch 1 x 512 alone is level and 1 x 4K 11% faster. s14: one-warp blocks 3-10% faster than 4-warp
     ones past one wave, 6-45% slower within it."""
     groups = batch_bucket(batch) * hk
+    if head_dim == DECODE_RD_WIDE_DIM:  # D 256: the 4-warp entries only
+        return "w4"
     if head_dim in DECODE_RD_DEEP_DIMS and sms < groups <= 4 * sms:
         return "deep"
     return "w1" if groups > DECODE_RD_BLOCKS_PER_SM * sms else "w4"
@@ -246,10 +254,15 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
         if form is None:
             form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
                                   _kv_kind(key_cache), d)
-        if form not in _RD_FORMS or (form == "deep" and d not in DECODE_RD_DEEP_DIMS):
+        if (form not in _RD_FORMS or (form == "deep" and d not in DECODE_RD_DEEP_DIMS)
+                or (form == "w1" and d not in DECODE_RD_W1_TILE)):
             raise ValueError(f"paged_attention_rd: form {form!r} is not one of {tuple(_RD_FORMS)} for head dim {d} "
-                             f"(deep: D {list(DECODE_RD_DEEP_DIMS)})")
+                             f"(deep: D {list(DECODE_RD_DEEP_DIMS)}; w1: D {list(DECODE_RD_W1_TILE)})")
         kernels, tiles, per_sm, threads = _RD_FORMS[form]
+        if d == DECODE_RD_WIDE_DIM:
+            per_sm = DECODE_RD_WIDE_BLOCKS_PER_SM
+        if (d, _kv_kind(key_cache)) not in kernels:
+            raise ValueError(f"paged_attention_rd: no {form} entry for head dim {d} with a {key_cache.dtype} cache")
     return _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
                   k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads, trace=trace)
 

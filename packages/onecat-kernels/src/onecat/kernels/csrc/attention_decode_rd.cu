@@ -476,6 +476,13 @@ DECODE_RD_KINDS(64, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 4, , 3, nullptr, )
 DECODE_RD_KINDS(128, 4, _trace, 3, trace, , unsigned long long* trace)
+// D 256 (Gemma 3's head dim), FP8 caches: one register set of loads, 2 blocks of 4 warps per SM (E4M3
+// 200, E5M2 217 registers on sm_90). H200 s21 (graphed, against attention_decode.cu): batch 8 x 16K,
+// 32/4 heads, E4M3 166.3 -> 78.3 us (80.6% of copy), E5M2 171.0 -> 78.0. FP16 stays on
+// attention_decode.cu: its one set is 128 registers and spilled in the loop (72 bytes at 255
+// registers) though it ran 179.7 -> 149.7 us there.
+DECODE_RD_ENTRY(256, KV_E4M3, attn_decode_rd_d256_e4m3, 1, 4, 2, nullptr, )
+DECODE_RD_ENTRY(256, KV_E5M2, attn_decode_rd_d256_e5m2, 1, 4, 2, nullptr, )
 // _deep (D 128): deeper loads at 2 blocks of 4 warps per SM, FP16 two register sets, FP8 three (200-220
 // registers); attention_ops.decode_rd_form routes them for 1-4 (request, KV head) groups per SM (H200
 // s20 call 9, graphed: FP16 batch 32 / 64 x 512 21.1 / 42.2 -> 19.7 / 38.9 us, x 1024 37.3 / 74.9 ->

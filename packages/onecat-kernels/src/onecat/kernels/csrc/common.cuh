@@ -8,12 +8,6 @@ typedef long long i64;
 
 #define ONECAT_DEVICE __device__ __forceinline__
 
-// Programmatic dependent launch (sm_90+; compiled out for Volta and Turing/Ampere, which lack it).
-// A kernel the host launches with the PDL attribute (driver.Kernel(pdl=True)) may start while the
-// previous kernel in the stream still runs: before pdl_wait() it may read only what no kernel of
-// the step writes (model weights), and it reads or writes everything else after it. pdl_wait()
-// returns once the previous grid has completed and its memory is visible. pdl_launch_dependents()
-// lets the next PDL kernel start once every block of this grid has called it (or exited).
 // silu(g) = g / (1 + exp(-g)) in FP32 (activation.cu's silu_and_mul), and the GLU epilogues' output:
 // silu(gate) * up with gate and up first rounded to FP16, as a projection's output is before
 // silu_and_mul reads it (gemm_epilogue.cuh, gemv_packed.cu: the unfused route's bits).
@@ -30,6 +24,12 @@ ONECAT_DEVICE float ex2_approx(float x) {
   return y;
 }
 
+// Programmatic dependent launch (sm_90+; compiled out for Volta and Turing/Ampere, which lack it).
+// A kernel the host launches with the PDL attribute (driver.Kernel(pdl=True)) may start while the
+// previous kernel in the stream still runs: before pdl_wait() it may read only what no kernel of
+// the step writes (model weights), and it reads or writes everything else after it. pdl_wait()
+// returns once the previous grid has completed and its memory is visible. pdl_launch_dependents()
+// lets the next PDL kernel start once every block of this grid has called it (or exited).
 ONECAT_DEVICE void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

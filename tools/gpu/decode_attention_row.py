@@ -29,12 +29,18 @@ V100_READ_GBPS = 879.0  # v100.md
 KV = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
+def rotation_sets(nbytes: int) -> int:
+    """How many sets of `nbytes` a row rotates through so that each call reads from HBM, not the L2
+    (ROTATE bytes in all, 1..8 sets); read_stream_row.py's ceiling rotates alike."""
+    return max(1, min(8, math.ceil(ROTATE / nbytes)))
+
+
 def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None, graphed=False):
     attend = attend or ops.paged_attention
     dev, dt = "cuda", KV[kv]
     nb = batch * (-(-ctx // bs)) + 4
     kv_bytes = 2 * nb * bs * hk * d * torch.empty((), dtype=dt).element_size()
-    nsets = max(1, min(8, math.ceil(ROTATE / kv_bytes)))
+    nsets = rotation_sets(kv_bytes)
     sets = []
     for i in range(nsets):
         md = paged_metadata([1] * batch, [ctx] * batch, bs, nb, torch.Generator().manual_seed(10 + i), dev)

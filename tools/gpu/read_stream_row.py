@@ -14,25 +14,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
+import sys
 
 import torch
 
 from onecat.kernels.bench import copy_bandwidth, time_graph, time_sets
 from onecat.kernels.driver import Kernel
 
+sys.path.insert(0, "tools/gpu")
+from decode_attention_row import rotation_sets  # noqa: E402
+
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "read_stream.cu")
 KERNELS = {u: Kernel(SRC, f"read_stream_u{u}", "pqp", pdl=True) for u in (4, 8)}
-ROTATE = 200 << 20
 # (label, bytes): #5's rows' K + V bytes (32/8 heads, D 128)
 SIZES = [("e4m3 4 x 8K", 4 * 8192 * 8 * 128 * 2), ("e4m3 4 x 16K / f16 4 x 8K", 4 * 16384 * 8 * 128 * 2),
          ("f16 4 x 16K / e4m3 4 x 32K", 4 * 32768 * 8 * 128 * 2)]
 
 
 def row(label: str, nbytes: int, unroll: int, graphed: bool, copy: float) -> dict:
-    nsets = max(1, min(8, math.ceil(ROTATE / nbytes)))
+    nsets = rotation_sets(nbytes)
     bufs = [torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_() for _ in range(nsets)]
     out = torch.zeros(1 << 16, dtype=torch.int32, device="cuda")
     blocks = 3 * torch.cuda.get_device_properties(0).multi_processor_count

@@ -154,8 +154,8 @@ def test_attention_routes():
         assert route(cap, kv_dtype=kv).provider.name == "cuda_decode_rd", (cap, kv)  # sm_80+ decode
     assert route((9, 0), head_dim=64, gqa=8).provider.name == "cuda_decode_rd"
     assert route((9, 0), head_dim=256, gqa=2, kv_dtype="float8_e4m3fn").provider.name == "cuda_decode_rd"  # Gemma 3
-    for kw, why in ((dict(gqa=16), "GQA group 16 > 8"), (dict(head_dim=256), "head_dim 256 with an FP16 cache"),
-                    (dict(phase="verify"), "phase verify")):
+    assert route((9, 0), head_dim=256, gqa=2).provider.name == "cuda_decode_rd"  # FP16 too (Q in shared memory)
+    for kw, why in ((dict(gqa=16), "GQA group 16 > 8"), (dict(phase="verify"), "phase verify")):
         sel = route((9, 0), **kw)
         assert sel.provider.name == "cuda_split_kv" and any(why in r for r in sel.refused["cuda_decode_rd"]), kw
     assert route((7, 0), phase="prefill").provider.name == "cuda_flash_prefill"
@@ -282,13 +282,13 @@ def test_register_direct_decode_host_side(form, threads, name, per_sm, monkeypat
     (10, "e5m2", 128, "attn_decode_rd_d128_e5m2_deep"), (40, "e4m3", 128, "attn_decode_rd_d128_e4m3_deep"),
     (41, "e4m3", 128, "attn_decode_rd_d128_e4m3_w1"), (24, "f16", 64, "attn_decode_rd_d64_f16"),
     (25, "f16", 64, "attn_decode_rd_d64_f16_w1"), (1, "e5m2", 256, "attn_decode_rd_d256_e5m2"),
-    (41, "e4m3", 256, "attn_decode_rd_d256_e4m3")])
+    (41, "e4m3", 256, "attn_decode_rd_d256_e4m3"), (4, "f16", 256, "attn_decode_rd_d256_f16")])
 def test_register_direct_decode_form_route(batch, kv, d, name, monkeypatch, gen):
     """paged_attention_rd's default form on the fake 80 SMs, 8 KV heads (the batch bucket's groups):
     deep (D 128) past one group per SM and up to 4 (bucket 8 -> 64 groups: w4; 10 -> bucket 16 -> 128:
     deep; 40 -> 320: deep); else, or at D 64, 4-warp blocks while the groups fit one wave of 3 per SM
-    (240), one-warp blocks past it (D 64 bucket 24 -> 192: w4, 25 -> 32 -> 256: w1); D 256 (FP8 caches)
-    always the 4-warp entries (2 per SM)."""
+    (240), one-warp blocks past it (D 64 bucket 24 -> 192: w4, 25 -> 32 -> 256: w1); D 256
+    always the 4-warp entries (2 per SM), FP16 included."""
     from onecat.kernels import cuda_ops
     calls = []
     monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append(kernel.name))
@@ -312,8 +312,6 @@ def test_register_direct_decode_bad_form(gen):
     q, kc = torch.randn(2, 8, 256).half(), torch.zeros(20, 16, 2, 256, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"form 'w1' .* head dim 256 \(.*w1: D \[64, 128\]\)"):
         attention_ops.paged_attention_rd(q, kc, kc, md, 0.1, form="w1")
-    with pytest.raises(ValueError, match="no w4 entry for head dim 256 with a torch.float16 cache"):
-        attention_ops.paged_attention_rd(q, kc, kc, md, 0.1)
 
 
 def test_register_direct_decode_trace_launch(monkeypatch, gen):

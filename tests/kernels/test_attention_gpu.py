@@ -97,8 +97,6 @@ rd_gpu = pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_
 @pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("hq,hk", HEADS + [(64, 8), (16, 16)])
 def test_decode_rd(kv, d, hq, hk):
-    if d == 256 and kv == "f16":
-        pytest.skip("D 256 with an FP16 cache stays on the Volta kernel (supports_decode_rd)")
     rnd = random.Random(SEED + d + hq + hk)
     for batch in (1, 3, 16):  # block sizes past the kernel's 512-key page segment too
         seq = [rnd.randint(1, 3000) for _ in range(batch)]
@@ -111,8 +109,7 @@ def test_decode_rd(kv, d, hq, hk):
 @pytest.mark.parametrize("ctx", [1, 17, 8192, 32768])
 def test_decode_rd_long(kv, ctx):
     _run(_gen("rdlong", kv, ctx), [1, 1, 1, 1], [ctx, max(1, ctx // 3), ctx, 5], 32, 8, 128, 16, kv, provider=RD)
-    if kv != "f16":  # Gemma 3's head dim (FP8 caches)
-        _run(_gen("rdlong256", kv, ctx), [1, 1], [ctx, 5], 16, 8, 256, 16, kv, provider=RD)
+    _run(_gen("rdlong256", kv, ctx), [1, 1], [ctx, 5], 16, 8, 256, 16, kv, provider=RD)  # Gemma 3's head dim
 
 
 @rd_gpu
@@ -349,8 +346,6 @@ def test_decode_rd_host_written(kv, d):
     and page ids and loads its first steps' K / V before the wait (the token's own key after it):
     ragged contexts (warps with fewer steps than the preloaded ones, partitions cut short), block
     sizes 8 / 16 / 32 (the 512-key page segments), window + soft cap, many and few partitions."""
-    if d == 256 and kv == "f16":
-        pytest.skip("D 256 with an FP16 cache stays on the Volta kernel (supports_decode_rd)")
     rnd = random.Random(SEED + 11 + d)
     for batch, hq, hk, bs in ((1, 32, 8, 16), (3, 24, 4, 8), (4, 32, 8, 32), (16, 9, 3, 16)):
         seq = [rnd.randint(1, 12000) for _ in range(batch - 1)] + [rnd.randint(1, 300)]

@@ -50,11 +50,11 @@ _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
 # sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu): GQA group
 # <= 8, head dims 64 / 128 / 256; (rows, keys per step of the block's 4 warps), resident blocks per SM
-# (D 256: FP8 caches only, one register set of loads, 2 per SM; an FP16 set would spill)
+# (D 256: one register set of loads, 2 per SM; FP16 with Q in shared memory, as its set is 128 registers)
 DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64), 256: (16, 64)}, 8, 3
 DECODE_RD_WIDE_DIM, DECODE_RD_WIDE_BLOCKS_PER_SM = 256, 2
 _DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
-              for d in DECODE_RD_TILE for kv in _KV_KINDS if (d, kv) != (DECODE_RD_WIDE_DIM, "f16")}
+              for d in DECODE_RD_TILE for kv in _KV_KINDS}
 # one-warp blocks (12 per SM, D 64 / 128): the route when the (request, KV head) groups alone fill more
 # than one wave of 4-warp blocks (decode_rd_form)
 DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
@@ -109,16 +109,15 @@ def supports_flash_prefill(p: Problem) -> list[str]:
 
 def supports_decode_rd(p: Problem) -> list[str]:
     """The register-direct decode kernel: one query token per request, sm_80+ (mma.sync m16n8k16),
-    head dim 64 / 128 / 256 (256: FP8 caches), GQA group <= 8; otherwise cuda_split_kv (the Volta kernel)
-    runs. H200 (s21 call 10, graphed, against it): D 256 E4M3 / E5M2 batch 8 x 16K 32/4 heads 37.9 / 36.9
-    -> 80.6 / 80.9% of copy, batch 4 x 8K 16/8 heads 38.5 -> 75.3%."""
+    head dim 64 / 128 / 256, GQA group <= 8; otherwise cuda_split_kv (the Volta kernel) runs. H200,
+    graphed, against it: D 256 E4M3 / E5M2 batch 8 x 16K 32/4 heads 37.9 / 36.9 -> 80.6 / 80.9% of copy,
+    batch 4 x 8K 16/8 heads 38.5 -> 75.3% (s21 call 10); FP16 8 x 16K 71.2 -> 94.2%, 4 x 8K 16/8 70.3 ->
+    87.5% (s22 call 1)."""
     r = supports_paged(p)
     _need(r, p.device == "cuda" and p.capability is not None and p.capability >= (8, 0),
           f"{p.device} {p.capability}: mma.sync m16n8k16 needs sm_80+ (Volta runs cuda_split_kv)")
     _need(r, p.param("phase") == "decode", f"phase {p.param('phase')}: one query token per request only")
     _need(r, p.param("head_dim") in DECODE_RD_TILE, f"head_dim {p.param('head_dim')} not in {tuple(DECODE_RD_TILE)}")
-    _need(r, not (p.param("head_dim") == DECODE_RD_WIDE_DIM and p.param("kv_dtype") == "float16"),
-          "head_dim 256 with an FP16 cache: one register set of FP16 loads spills (FP8 caches only)")
     _need(r, (p.param("gqa") or 0) <= DECODE_RD_MAX_GROUP,
           f"GQA group {p.param('gqa')} > {DECODE_RD_MAX_GROUP} (the fragment's 8 head columns)")
     return r
@@ -261,8 +260,6 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
         kernels, tiles, per_sm, threads = _RD_FORMS[form]
         if d == DECODE_RD_WIDE_DIM:
             per_sm = DECODE_RD_WIDE_BLOCKS_PER_SM
-        if (d, _kv_kind(key_cache)) not in kernels:
-            raise ValueError(f"paged_attention_rd: no {form} entry for head dim {d} with a {key_cache.dtype} cache")
     return _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
                   k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads, trace=trace)
 

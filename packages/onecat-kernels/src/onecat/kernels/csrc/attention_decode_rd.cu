@@ -1,7 +1,7 @@
 // attention_decode_rd.cu: paged decode attention (one query token per request) with K and V going
 // from global memory straight into tensor-core fragments (register-direct, as gemm_rd.cu does with
 // the weights): no shared-memory round trip for K, V, S or P. sm_80+ (mma.sync m16n8k16);
-// attention_ops admits it there for decode with a GQA group <= 8 and D 64 / 128, else
+// attention_ops admits it there for decode with a GQA group <= 8 and D 64 / 128 / 256, else
 // attention_decode.cu (the Volta kernel) runs.
 //
 // Why: attention_decode.cu (wmma through shared memory) holds 242-255 registers at D 128 and is
@@ -66,7 +66,8 @@
 //    cp.async level to 4% slower (they compete with the previous call's tail); the partitions as thread-
 //    block clusters merged in distributed shared memory: a GPC holds whole clusters (28 of 12 blocks on
 //    the H200, 32 needed at batch 4), cut to fit 5-7% slower, 9% faster at batch 1 x 512 but 11% slower
-//    at 1 x 1024.
+//    at 1 x 1024. s22: Q in shared memory instead of 16 registers (D 128 FP8) 1-3% slower, and so three
+//    FP8 load sets at 3 blocks per SM (168 registers, no spills) 3-6% slower.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512
@@ -275,16 +276,41 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     if (s_lo + u < s_hi && base + KS * (s_lo + u + 1) > ready_end) load(RdMasked<true>{}, s_lo + u, buf[u]);
   block_trace(tr, 1);
 
-  // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group)
-  unsigned qa[D / 32][4];
+  // Q's A registers: head g's dims [32j + 8q, +8) (zero past the group). Q_SHARED (D 256 with an FP16
+  // cache, whose one load set is 128 registers): the block's Q rows in shared memory instead, read back
+  // per step (8 LDS.128; a row padded by 64 bytes so a quarter warp's 8 reads cover the 32 banks once).
+  constexpr bool Q_SHARED = D == 256 && KV == KV_F16;
+  constexpr int QJ = Q_SHARED ? 1 : D / 32;
+  unsigned qa[QJ][4];
+  __shared__ __align__(16) uint4 q_s[Q_SHARED ? 8 : 1][D / 8 + 4];
   {
-    const __half* qrow = a.q + (i64)qs * a.q_stride + (i64)(kvh * group + g) * D;
+    if constexpr (Q_SHARED) {
+      const __half* q0 = a.q + (i64)qs * a.q_stride + (i64)(kvh * group) * D;
+      for (int i = threadIdx.x; i < 8 * (D / 8); i += 32 * W) {
+        const int h = i / (D / 8), c = i % (D / 8);
+        q_s[h][c] = h < group ? *reinterpret_cast<const uint4*>(q0 + (i64)h * D + 8 * c) : make_uint4(0, 0, 0, 0);
+      }
+      __syncthreads();
+    } else {
+      const __half* qrow = a.q + (i64)qs * a.q_stride + (i64)(kvh * group + g) * D;
 #pragma unroll
-    for (int j = 0; j < D / 32; ++j) {
-      const uint4 v = g < group ? *reinterpret_cast<const uint4*>(qrow + 32 * j + 8 * q) : make_uint4(0, 0, 0, 0);
-      qa[j][0] = v.x; qa[j][1] = v.y; qa[j][2] = v.z; qa[j][3] = v.w;
+      for (int j = 0; j < D / 32; ++j) {
+        const uint4 v = g < group ? *reinterpret_cast<const uint4*>(qrow + 32 * j + 8 * q) : make_uint4(0, 0, 0, 0);
+        qa[j][0] = v.x; qa[j][1] = v.y; qa[j][2] = v.z; qa[j][3] = v.w;
+      }
     }
   }
+  // Q's words for dims [32j + 8q, +8) of head g: registers, or (Q_SHARED) a volatile shared load per
+  // step, so the compiler cannot hoist the 32 registers back out of the loop
+  auto q_words = [&](int j, unsigned (&w)[4]) {
+    if constexpr (Q_SHARED) {
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                   : "r"((unsigned)__cvta_generic_to_shared(&q_s[g][4 * j + q])));
+    } else {
+      w[0] = qa[j][0]; w[1] = qa[j][1]; w[2] = qa[j][2]; w[3] = qa[j][3];
+    }
+  };
   float o[NT][4];
 #pragma unroll
   for (int t = 0; t < NT; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
@@ -307,11 +333,12 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     for (int i = 0; i < 4; ++i) sc[0][i] = sc[1][i] = 0.f;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) {
-      unsigned w0[4], w1[4];
+      unsigned w0[4], w1[4], qw[4];
       piece_words<KV>(r.k[0][j], w0);
       piece_words<KV>(r.k[1][j], w1);
-      mma_16816(sc[0], w0[0], w1[0], w0[1], w1[1], qa[j][0], qa[j][1]);
-      mma_16816(sc[1], w0[2], w1[2], w0[3], w1[3], qa[j][2], qa[j][3]);
+      q_words(j, qw);
+      mma_16816(sc[0], w0[0], w1[0], w0[1], w1[1], qw[0], qw[1]);
+      mma_16816(sc[1], w0[2], w1[2], w0[3], w1[3], qw[2], qw[3]);
     }
     // online softmax of heads 2q + (i & 1) over keys t0 + g + 8 (i >> 1) (x index i); the lane's
     // two heads' reference maxima m_run[0], m_run[1] (the same in every lane of a q)
@@ -476,11 +503,14 @@ DECODE_RD_KINDS(64, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 1, _w1, 12, nullptr, )
 DECODE_RD_KINDS(128, 4, , 3, nullptr, )
 DECODE_RD_KINDS(128, 4, _trace, 3, trace, , unsigned long long* trace)
-// D 256 (Gemma 3's head dim), FP8 caches: one register set of loads, 2 blocks of 4 warps per SM (E4M3
-// 200, E5M2 217 registers on sm_90). H200 s21 (graphed, against attention_decode.cu): batch 8 x 16K,
-// 32/4 heads, E4M3 166.3 -> 78.3 us (80.6% of copy), E5M2 171.0 -> 78.0. FP16 stays on
-// attention_decode.cu: its one set is 128 registers and spilled in the loop (72 bytes at 255
-// registers) though it ran 179.7 -> 149.7 us there.
+// D 256 (Gemma 3's head dim): one register set of loads, 2 blocks of 4 warps per SM (sm_90: E4M3 200,
+// E5M2 217, FP16 241 registers). FP16's set is 128 registers: with Q's 32 besides it spilled in the loop
+// (s21: 72 bytes at 255), so Q_SHARED keeps Q in shared memory. H200, graphed, against
+// attention_decode.cu: batch 8 x 16K, 32/4 heads, E4M3 166.3 -> 78.3 us (80.6% of copy), E5M2 171.0 ->
+// 78.0 (s21); FP16 178.2 -> 134.8 us (71.2 -> 94.2%), 4 x 8K 16/8 heads 90.3 -> 72.5 (s22; the spilling
+// s21 form 149.7 at 8 x 16K). Q in shared memory for FP8 (D 128 / 256) and two FP8 sets at D 256 lost
+// 0-3% (s22 call 2).
+DECODE_RD_ENTRY(256, KV_F16, attn_decode_rd_d256_f16, 1, 4, 2, nullptr, )
 DECODE_RD_ENTRY(256, KV_E4M3, attn_decode_rd_d256_e4m3, 1, 4, 2, nullptr, )
 DECODE_RD_ENTRY(256, KV_E5M2, attn_decode_rd_d256_e5m2, 1, 4, 2, nullptr, )
 // _deep (D 128): deeper loads at 2 blocks of 4 warps per SM, FP16 two register sets, FP8 three (200-220
@@ -493,3 +523,4 @@ DECODE_RD_ENTRY(256, KV_E5M2, attn_decode_rd_d256_e5m2, 1, 4, 2, nullptr, )
   DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3_deep, 3, 4, 2, nullptr, )                  \
   DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2_deep, 3, 4, 2, nullptr, )
 DECODE_RD_DEEP(128)
+

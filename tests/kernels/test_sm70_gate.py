@@ -167,8 +167,9 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
     (attention_ops admits them from sm_80: the V100 decodes with attention_decode.cu); on sm_90
     HMMA.16816 with FP32 accumulation, E4M3 by the FP8 conversion (F2FP), three 128-thread blocks per
     SM of registers (twelve of the one-warp form, two of the deep one and of D 256); the trace entries alike."""
-    names = {k.name for k in [*attention_ops._DECODE_RD.values(), *attention_ops._DECODE_RD_W1.values(),
-                              *attention_ops._DECODE_RD_DEEP.values(), *attention_ops._DECODE_RD_TRACE.values()]}
+    shape = {k.name: attention_ops.DECODE_RD_FORMS[key[:2]][1:] for entries in (attention_ops._DECODE_RD,
+             attention_ops._DECODE_RD_TRACE) for key, k in entries.items()}  # name -> (threads, blocks per SM)
+    names = set(shape)
     sm70 = _sass("attention_decode_rd.cu", str(tmp_path))
     assert set(sm70) >= names
     for name in names:
@@ -177,10 +178,7 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
     for name in names:
         assert "HMMA.16816.F32" in sm90[name], name
         assert ("F2FP.F16.E4M3" in sm90[name]) == ("_e4m3" in name), name
-        blocks, threads = ((attention_ops.DECODE_RD_W1_BLOCKS_PER_SM, 32) if name.endswith("_w1")
-                           else (attention_ops.DECODE_RD_DEEP_BLOCKS_PER_SM, 128) if name.endswith("_deep")
-                           else (attention_ops.DECODE_RD_WIDE_BLOCKS_PER_SM, 128) if "_d256_" in name
-                           else (attention_ops.DECODE_RD_BLOCKS_PER_SM, 128))
+        threads, blocks = shape[name]
         assert blocks * threads * usage[name]["registers"] <= 65536, (name, usage[name])
 
 

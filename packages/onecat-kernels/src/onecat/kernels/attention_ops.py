@@ -48,25 +48,21 @@ PREFILL_TILE = {64: (64, 64), 128: (64, 32), 256: (32, 16)}
 _DECODE = {(d, kv): Kernel("attention_decode.cu", f"attn_decode_d{d}_{kv}", _SIG_FUSED, pdl=True)
            for d in HEAD_DIMS for kv in _KV_KINDS}
 _PREFILL = {(d, kv): Kernel("attention_prefill.cu", f"attn_prefill_d{d}_{kv}", _SIG) for d in HEAD_DIMS for kv in _KV_KINDS}
-# sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu): GQA group
-# <= 8, head dims 64 / 128 / 256; (rows, keys per step of the block's 4 warps), resident blocks per SM
-# (D 256: one register set of loads, 2 per SM; FP16 with Q in shared memory, as its set is 128 registers)
-DECODE_RD_TILE, DECODE_RD_MAX_GROUP, DECODE_RD_BLOCKS_PER_SM = {64: (16, 64), 128: (16, 64), 256: (16, 64)}, 8, 3
-DECODE_RD_WIDE_DIM, DECODE_RD_WIDE_BLOCKS_PER_SM = 256, 2
-_DECODE_RD = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}", _SIG_FUSED, pdl=True)
-              for d in DECODE_RD_TILE for kv in _KV_KINDS}
-# one-warp blocks (12 per SM, D 64 / 128): the route when the (request, KV head) groups alone fill more
-# than one wave of 4-warp blocks (decode_rd_form)
-DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM = {64: (16, 16), 128: (16, 16)}, 12
-_DECODE_RD_W1 = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_w1", _SIG_FUSED, pdl=True)
-                 for d in DECODE_RD_W1_TILE for kv in _KV_KINDS}
-# deeper loads (FP16 two register sets per warp, FP8 three) at 2 blocks of 4 warps per SM, D 128
-DECODE_RD_DEEP_DIMS, DECODE_RD_DEEP_BLOCKS_PER_SM = (128,), 2
-_DECODE_RD_DEEP = {(d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}_deep", _SIG_FUSED, pdl=True)
-                   for d in DECODE_RD_DEEP_DIMS for kv in _KV_KINDS}
-# D 128, 4 warps, not routed: per-block timestamps (tools/gpu/decode_trace.py)
-_DECODE_RD_TRACE = {(128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace", _SIG_FUSED + "p",
-                                      pdl=True) for kv in _KV_KINDS}
+# sm_80+ decode with K / V straight into mma.sync fragments (csrc/attention_decode_rd.cu), GQA group <= 8.
+# Its entries per (form, head dim), for FP16 / E4M3 / E5M2 caches: (keys per step of a block, threads,
+# resident blocks per SM its registers are held to). w4: 4-warp blocks, one FP16 / two FP8 register sets
+# of loads (D 256: one set, 2 per SM; FP16 with Q in shared memory, as its set is 128 registers); w1:
+# one-warp blocks, the route when the (request, KV head) groups fill more than one wave of w4 blocks;
+# deep: two FP16 / three FP8 sets (decode_rd_form says when each runs).
+DECODE_RD_FORMS = {("w4", 64): (64, 128, 3), ("w4", 128): (64, 128, 3), ("w4", 256): (64, 128, 2),
+                   ("w1", 64): (16, 32, 12), ("w1", 128): (16, 32, 12), ("deep", 128): (64, 128, 2)}
+DECODE_RD_DIMS, DECODE_RD_MAX_GROUP, DECODE_RD_ROWS = sorted({d for _, d in DECODE_RD_FORMS}), 8, 16
+_RD_SUFFIX = {"w4": "", "w1": "_w1", "deep": "_deep"}
+_DECODE_RD = {(form, d, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d{d}_{kv}{_RD_SUFFIX[form]}",
+                                    _SIG_FUSED, pdl=True) for form, d in DECODE_RD_FORMS for kv in _KV_KINDS}
+# D 128, w4 with per-block timestamps, not routed (tools/gpu/decode_trace.py)
+_DECODE_RD_TRACE = {("w4", 128, kv): Kernel("attention_decode_rd.cu", f"attn_decode_rd_d128_{kv}_trace",
+                                            _SIG_FUSED + "p", pdl=True) for kv in _KV_KINDS}
 _REDUCE = Kernel("attention_decode.cu", "attn_reduce", "pppiiiif")
 _CACHE_FP8 = {kv: Kernel("attention_cache.cu", f"reshape_and_cache_{kv}", "pppppqqiff") for kv in ("e4m3", "e5m2")}
 
@@ -117,7 +113,7 @@ def supports_decode_rd(p: Problem) -> list[str]:
     _need(r, p.device == "cuda" and p.capability is not None and p.capability >= (8, 0),
           f"{p.device} {p.capability}: mma.sync m16n8k16 needs sm_80+ (Volta runs cuda_split_kv)")
     _need(r, p.param("phase") == "decode", f"phase {p.param('phase')}: one query token per request only")
-    _need(r, p.param("head_dim") in DECODE_RD_TILE, f"head_dim {p.param('head_dim')} not in {tuple(DECODE_RD_TILE)}")
+    _need(r, p.param("head_dim") in DECODE_RD_DIMS, f"head_dim {p.param('head_dim')} not in {tuple(DECODE_RD_DIMS)}")
     _need(r, (p.param("gqa") or 0) <= DECODE_RD_MAX_GROUP,
           f"GQA group {p.param('gqa')} > {DECODE_RD_MAX_GROUP} (the fragment's 8 head columns)")
     return r
@@ -226,42 +222,36 @@ def decode_rd_form(batch: int, hk: int, sms: int, kv: str, head_dim: int) -> str
     batch 1 x 512 alone is level and 1 x 4K 11% faster. s14: one-warp blocks 3-10% faster than 4-warp
     ones past one wave, 6-45% slower within it."""
     groups = batch_bucket(batch) * hk
-    if head_dim == DECODE_RD_WIDE_DIM:  # D 256: the 4-warp entries only
-        return "w4"
-    if head_dim in DECODE_RD_DEEP_DIMS and sms < groups <= 4 * sms:
+    if ("deep", head_dim) in DECODE_RD_FORMS and sms < groups <= 4 * sms:
         return "deep"
-    return "w1" if groups > DECODE_RD_BLOCKS_PER_SM * sms else "w4"
-
-
-_RD_FORMS = {"w4": (_DECODE_RD, DECODE_RD_TILE, DECODE_RD_BLOCKS_PER_SM, 128),
-             "w1": (_DECODE_RD_W1, DECODE_RD_W1_TILE, DECODE_RD_W1_BLOCKS_PER_SM, 32),
-             "deep": (_DECODE_RD_DEEP, DECODE_RD_TILE, DECODE_RD_DEEP_BLOCKS_PER_SM, 128)}
+    if ("w1", head_dim) in DECODE_RD_FORMS and groups > DECODE_RD_FORMS[("w4", head_dim)][2] * sms:
+        return "w1"
+    return "w4"  # (D 256: the only form)
 
 
 def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,
                        k_scale=1.0, v_scale=1.0, form=None, trace=None):
     """Split-KV paged decode, K / V register-direct (csrc/attention_decode_rd.cu), merge fused. `form`:
-    decode_rd_form's pick by default; "w4", "w1" or "deep" (D 128) to force one.
+    decode_rd_form's pick by default; one of DECODE_RD_FORMS' for the head dim to force it.
     `trace`: an int64 CUDA tensor of 16 per block: the 4-warp kernel (D 128) records its blocks'
     timestamps there (csrc common.cuh block_trace; tools/gpu/decode_trace.py reads them)."""
     d = query.shape[-1]
+    entries = _DECODE_RD
     if trace is not None:
         if d != 128:
             raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {d}")
-        kernels, tiles, per_sm, threads = _DECODE_RD_TRACE, *_RD_FORMS["w4"][1:]  # w4's kernels, timestamped
-    else:
-        if form is None:
-            form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
-                                  _kv_kind(key_cache), d)
-        if (form not in _RD_FORMS or (form == "deep" and d not in DECODE_RD_DEEP_DIMS)
-                or (form == "w1" and d not in DECODE_RD_W1_TILE)):
-            raise ValueError(f"paged_attention_rd: form {form!r} is not one of {tuple(_RD_FORMS)} for head dim {d} "
-                             f"(deep: D {list(DECODE_RD_DEEP_DIMS)}; w1: D {list(DECODE_RD_W1_TILE)})")
-        kernels, tiles, per_sm, threads = _RD_FORMS[form]
-        if d == DECODE_RD_WIDE_DIM:
-            per_sm = DECODE_RD_WIDE_BLOCKS_PER_SM
-    return _flash(kernels, tiles, query, key_cache, value_cache, metadata, scale, sliding_window, logit_soft_cap,
-                  k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads, trace=trace)
+        form, entries = "w4", _DECODE_RD_TRACE
+    elif form is None:
+        form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
+                              _kv_kind(key_cache), d)
+    elif (form, d) not in DECODE_RD_FORMS:
+        have = ", ".join(f"{f} D {'/'.join(str(e) for f2, e in DECODE_RD_FORMS if f2 == f)}" for f in _RD_SUFFIX)
+        raise ValueError(f"paged_attention_rd: no form {form!r} for head dim {d} (entries: {have})")
+    key_tile, threads, per_sm = DECODE_RD_FORMS[(form, d)]
+    kernels = {(d, kv): entries[(form, d, kv)] for kv in _KV_KINDS}
+    return _flash(kernels, {d: (DECODE_RD_ROWS, key_tile)}, query, key_cache, value_cache, metadata, scale,
+                  sliding_window, logit_soft_cap, k_scale, v_scale, fused=True, blocks_per_sm=per_sm, threads=threads,
+                  trace=trace)
 
 
 def flash_prefill(query, key_cache, value_cache, metadata, scale, sliding_window=None, logit_soft_cap=None,

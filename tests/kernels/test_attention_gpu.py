@@ -340,6 +340,20 @@ def test_decode_rd_forced_forms(form, d, kv, decode_launches):
 
 @rd_gpu
 @pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
+def test_decode_rd_two_launch(kv, monkeypatch):
+    """Without a counter array (split_counters gives None under graph capture when its array is too
+    small) the register-direct kernel writes split partials and attn_reduce merges them: the same output.
+    (E4M3 decoded in hardware, sm_89+, stores those partials x 2^-8: attn_reduce's v_mul carries the
+    integer decode's 2^8; s22 found them 256x too large.)"""
+    monkeypatch.setattr(cuda_ops, "split_counters", lambda *a, **k: None)
+    rnd = random.Random(SEED + 23)
+    for d in (64, 128, 256):
+        seq = [rnd.randint(1000, 9000) for _ in range(3)] + [rnd.randint(1, 40)]
+        _run(_gen("rd2l", kv, d), [1] * 4, seq, 32, 8, d, 16, kv, provider=RD)
+
+
+@rd_gpu
+@pytest.mark.parametrize("kv", ["f16", "e4m3", "e5m2"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_decode_rd_host_written(kv, d):
     """With the metadata host-written (a decode graph's), the register-direct kernel reads the lengths

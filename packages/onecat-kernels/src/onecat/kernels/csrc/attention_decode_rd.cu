@@ -149,10 +149,12 @@ ONECAT_DEVICE void v_pairs(const P (&x)[D / 64], const P (&y)[D / 64], unsigned 
 // done, 5 partials written, 6 block end (after the fused merge's count, or its merge); row[7] has the
 // empty flag (1 << 16); row[15] = clock64 when the merge's count has resolved (flash_split_merge).
 
-// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace.
-// Returns the request's token (qs) for the fused merge.
+// W warps per block (4: they split the partition's keys and merge; 1: a block is one warp); tr: trace;
+// part_mul: the factor on a split partition's partial O (see DECODE_RD_ENTRY). Returns the request's
+// token (qs) for the fused merge.
 template <int D, int KV, int NBUF, int W>
-__device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr) {
+__device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long long* tr = nullptr,
+                                              float part_mul = 1.f) {
   static_assert(W == 1 || W == 4, "warps per block");
   constexpr int EB = KV == KV_F16 ? 2 : 1, NT = D / 16, NV = D / 64, KS = RD_KS, NB = KS / 8;
   constexpr int W_LOG2 = W == 4 ? 2 : 0;  // the warp split as a shift (signed /: other SASS than timed)
@@ -438,7 +440,7 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
       sc[w] = m_s[w][h] == -INFINITY ? 0.f : exp2f(m_s[w][h] - M);  // a warp that saw no key: 0
       L += l_s[w][h] * sc[w];
     }
-    const float inv = (L > 0.f ? 1.f / L : 0.f) * (a.nparts == 1 ? a.v_mul : 1.f);
+    const float inv = (L > 0.f ? 1.f / L : 0.f) * (a.nparts == 1 ? a.v_mul : part_mul);
 #pragma unroll
     for (int w = 0; w < W; ++w) m_s[w][h] = sc[w] * inv;
     if (a.nparts > 1) {
@@ -467,9 +469,11 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
 
 // Same arguments as attention_decode.cu's fused entries (nchunks is 1: the group's <= 8 heads are
 // one row chunk of flash_split_merge's 16). With E4M3 decoded in hardware the host's 2^8 unit
-// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here. BPS: blocks per SM the
-// registers are held to (__launch_bounds__). TR: the trace pointer (an extra last argument,
-// __VA_ARGS__) or nullptr.
+// (FP8_E4M3_UNIT, folded into qk_scale and v_mul) is taken back out here; split partials carry no
+// v_mul (the merge applies it): the fused merge the corrected one, but without counters the host's
+// attn_reduce applies the host's, so there the partials are stored x 2^-8 (the integer decode's units).
+// BPS: blocks per SM the registers are held to (__launch_bounds__). TR: the trace pointer (an extra last
+// argument, __VA_ARGS__) or nullptr.
 #define DECODE_RD_ENTRY(D, KV, NAME, NBUF, W, BPS, TR, ...)                                           \
   extern "C" __global__ void __launch_bounds__(32 * W, BPS)                                            \
       NAME(__half* out, float* part_o, float* part_ml, int* counters, const __half* q,                 \
@@ -484,7 +488,8 @@ __device__ __forceinline__ int decode_rd_body(const FlashArgs& a, unsigned long 
     const FlashArgs a{out, part_o, part_ml, q, kc, vc, block_tables, seq_lens, qsl, meta_ready, q_stride, \
                       n_tokens, hq, hk, group, bs_shift, bt_stride, window, nparts, part, nchunks,      \
                       qk_scale, soft_cap, v_mul};                                                      \
-    const int qs = decode_rd_body<D, KV, NBUF, W>(a, TR);                                              \
+    const bool hw_e4m3 = KV == KV_E4M3 && RD_E4M3_HW;                                                  \
+    const int qs = decode_rd_body<D, KV, NBUF, W>(a, TR, hw_e4m3 && !counters ? 1.f / FP8_E4M3_UNIT : 1.f); \
     if (nparts > 1 && counters)                                                                        \
       flash_split_merge<D, 16>(out, part_o, part_ml, counters, qsl, n_tokens, hq, group, nparts, nchunks, \
                                v_mul, qs, block_trace_row_or_null(TR));                                         \

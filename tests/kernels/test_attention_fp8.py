@@ -287,8 +287,8 @@ def test_register_direct_decode_form_route(batch, kv, d, name, monkeypatch, gen)
     """paged_attention_rd's default form on the fake 80 SMs, 8 KV heads (the batch bucket's groups):
     deep (D 128) past one group per SM and up to 4 (bucket 8 -> 64 groups: w4; 10 -> bucket 16 -> 128:
     deep; 40 -> 320: deep); else, or at D 64, 4-warp blocks while the groups fit one wave of 3 per SM
-    (240), one-warp blocks past it (D 64 bucket 24 -> 192: w4, 25 -> 32 -> 256: w1); D 256
-    always the 4-warp entries (2 per SM), FP16 included."""
+    (240), one-warp blocks past it (D 64 bucket 24 -> 192: w4, 25 -> 32 -> 256: w1); D 256 always the
+    4-warp entries (2 per SM), FP16 included."""
     from onecat.kernels import cuda_ops
     calls = []
     monkeypatch.setattr(cuda_ops, "_launch", lambda kernel, grid, block, *args, device: calls.append(kernel.name))

@@ -528,4 +528,3 @@ DECODE_RD_ENTRY(256, KV_E5M2, attn_decode_rd_d256_e5m2, 1, 4, 2, nullptr, )
   DECODE_RD_ENTRY(D, KV_E4M3, attn_decode_rd_d##D##_e4m3_deep, 3, 4, 2, nullptr, )                  \
   DECODE_RD_ENTRY(D, KV_E5M2, attn_decode_rd_d##D##_e5m2_deep, 3, 4, 2, nullptr, )
 DECODE_RD_DEEP(128)
-

@@ -12,14 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 
 import torch
-import torch.nn.functional as F
 
-from onecat.kernels import attention_ops, ops
-from onecat.kernels import reference as ref
+from onecat.kernels import attention_ops
 from onecat.kernels.bench import time_sets
-from onecat.kernels.inputs import paged_metadata
+
+sys.path.insert(0, "tools/gpu")
+from prefill_row import prefill_case  # noqa: E402
 
 # (batch, tokens, hq, hk, d, kv, window)
 SHAPES = [(1, 2048, 32, 8, 128, "f16", 0), (1, 8192, 32, 8, 128, "f16", 0), (4, 4096, 32, 8, 128, "f16", 0),
@@ -28,34 +29,14 @@ SHAPES = [(1, 2048, 32, 8, 128, "f16", 0), (1, 8192, 32, 8, 128, "f16", 0), (4, 
 
 
 def row(batch, s, hq, hk, d, kv, window) -> dict:
-    bs, dev = 16, "cuda"
-    nb = batch * (s // bs) + 4
-    md = paged_metadata([s] * batch, [s] * batch, bs, nb, torch.Generator().manual_seed(2), dev)
-    q = torch.randn(batch * s, hq, d, device=dev).half()
-    k = torch.randn(batch * s, hk, d, device=dev).half()
-    v = torch.randn(batch * s, hk, d, device=dev).half()
-    dt = torch.float16 if kv == "f16" else torch.float8_e4m3fn
-    kc = torch.zeros(nb, bs, hk, d, device=dev, dtype=dt)
-    vc = torch.zeros_like(kc)
-    scales = () if kv == "f16" else (0.02, 0.02)
-    ops.reshape_and_cache(k, v, kc, vc, md.slot_mapping, *scales)
-    args = (q, kc, vc, md, d ** -0.5, window or None, None, *scales)
-    t = time_sets(lambda i: attention_ops.flash_prefill(*args), 1, 10)
-    got = attention_ops.flash_prefill(*args).float()
-    if kv == "f16" and not window:
-        qt, kt, vt = (x.view(batch, s, -1, d).transpose(1, 2) for x in (q, k, v))
-        want = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=True).transpose(1, 2)
-        want = want.reshape(batch * s, hq, d).float()
-    else:
-        kf = ref.kv_dequantize(kc, 0.02) if kv != "f16" else kc.float()
-        vf = ref.kv_dequantize(vc, 0.02) if kv != "f16" else vc.float()
-        want = ref.paged_attention(q.float(), kf, vf, md, d ** -0.5, window or None)
+    c = prefill_case(batch, s, hq, hk, d, kv, window)
+    t = time_sets(lambda i: attention_ops.flash_prefill(*c.args), 1, 10)
+    got = attention_ops.flash_prefill(*c.args).float()
+    want = c.reference()
     err = float((got - want).norm() / want.norm())
-    vis = [min(i + 1, window) if window else i + 1 for i in range(s)]
-    flops = batch * 4 * hq * d * sum(vis)  # useful (visible) work
     med = statistics.median(t)
     return dict(batch=batch, tokens=s, heads=f"{hq}/{hk}", d=d, kv=kv, window=window, us=med, us_min=min(t),
-                us_max=max(t), tflops=flops / med / 1e6, rel_err=err)
+                us_max=max(t), tflops=c.flops / med / 1e6, rel_err=err)
 
 
 def main() -> int:

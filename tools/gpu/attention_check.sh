@@ -84,21 +84,26 @@ copy0 = copy_bandwidth()
 print(f"device copy (read + write): {copy0:.0f} GB/s")
 rows = []
 
-for kv in ("f16", "e4m3"):
-    for batch in (4, 16):
-        for ctx in (8192, 16384, 32768):
-            rows.append(decode_row(kv, batch, ctx, 32, 8, 128))
-            print(rows[-1])
-for kv in ("f16", "e4m3", "e5m2"):
-    rows.append(decode_row(kv, 8, 16384, 32, 4, 256))
-    print(rows[-1])
-rows.append(decode_row("f16", 4, 16384, 32, 8, 128, bs=2048))
-print(rows[-1])
+# Each decode row twice: the route here (what the table reports), and the kernel a V100 runs
+# (attention_ops.paged_attention: attention_decode.cu, cuda_split_kv) forced, whose efficiency here is
+# what the V100 projection carries (v100.md: the same kernel's measured efficiency; the register-direct
+# kernel the H200 routes has no sm_70 form).
+decode_shapes = [(kv, batch, ctx, 32, 8, 128, 16) for kv in ("f16", "e4m3") for batch in (4, 16)
+                 for ctx in (8192, 16384, 32768)]
+decode_shapes += [(kv, 8, 16384, 32, 4, 256, 16) for kv in ("f16", "e4m3", "e5m2")]
+decode_shapes += [("f16", 4, 16384, 32, 8, 128, 2048)]
+volta = []
+for kv, batch, ctx, hq, hk, d, bs in decode_shapes:
+    rows.append(decode_row(kv, batch, ctx, hq, hk, d, bs=bs))
+    volta.append(decode_row(kv, batch, ctx, hq, hk, d, bs=bs, attend=attention_ops.paged_attention))
+    print(rows[-1], "| V100's kernel here:", volta[-1]["us"], "us")
 copy1 = copy_bandwidth()
 copy = (copy0 + copy1) / 2
-for r in rows:
-    r["pct_copy"] = 100 * r["gbs"] * 1e9 / (copy * 1e9)
-    r["v100_projected_us"] /= min(1.0, r["pct_copy"] / 100)  # V100 read ceiling x the H200 efficiency
+for r, v in zip(rows, volta):
+    r["pct_copy"] = 100 * r["gbs"] / copy
+    r["v100_kernel"], r["v100_kernel_us"] = "cuda_split_kv", v["us"]
+    r["v100_kernel_pct_copy"] = 100 * v["gbs"] / copy
+    r["v100_projected_us"] /= min(1.0, r["v100_kernel_pct_copy"] / 100)  # V100 read ceiling x that efficiency
 
 for batch, s, hq, hk, d in [(1, 2048, 32, 8, 128), (1, 8192, 32, 8, 128), (4, 4096, 32, 8, 128),
                             (1, 4096, 16, 8, 256), (1, 4096, 32, 8, 64)]:
@@ -131,7 +136,8 @@ meta = dict(device=f"{props.name} (sm_{props.major}{props.minor}, {props.multi_p
             timing="device time per call (CUDA events enqueued behind torch.cuda._sleep), median of repeats; "
                    "decode rotates over KV sets > 200 MB",
             wmma_peak_tflops=WMMA_PEAK,
-            v100_method="PROJECTED: decode = KV bytes / (879 GB/s x min(1, H200 fraction of copy)); prefill = "
+            v100_method="PROJECTED: decode = KV bytes / (879 GB/s x min(1, the fraction of copy here of the kernel "
+                        "a V100 runs, cuda_split_kv, forced)); prefill = "
                         + ("125 TFLOP/s x f, f = the kernel's useful TFLOP/s here / this GPU's measured peak for the "
                            f"same wmma m16n16k16 instruction ({WMMA_PEAK:.0f} TFLOP/s, tools/gpu/wmma_peak.py), at most "
                            "0.75 (cuBLAS's fraction); sm_70 SASS: HMMA.884, no spills, 2 blocks/SM fit"
@@ -147,7 +153,7 @@ print(f"{'kind':7s} {'kv':4s} {'B':>2s} {'ctx':>5s} {'heads':>5s} {'D':>3s} {'bs
 for r in rows:
     if r["kind"] == "decode":
         res = (f"{r['gbs']:5.0f} GB/s = {r['pct_copy']:5.1f}% of copy (K1 goal >= 80%); err {r['rel_err']:.1e}; "
-               f"V100 PROJECTED {r['v100_projected_us']:7.1f} us")
+               f"V100 PROJECTED {r['v100_projected_us']:7.1f} us (split_kv here {r['v100_kernel_pct_copy']:4.1f}%)")
     else:
         res = (f"{r['tflops']:6.1f} TFLOP/s useful causal; SDPA {r['sdpa_tflops']:6.1f} ({r['tflops'] / r['sdpa_tflops']:.2f}x); "
                f"admitted {r['admitted']} {r['admitted_tflops']:6.1f}; err vs SDPA {r['rel_err_vs_sdpa']:.1e}; "

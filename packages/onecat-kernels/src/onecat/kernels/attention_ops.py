@@ -209,7 +209,7 @@ def paged_attention(query, key_cache, value_cache, metadata, scale, sliding_wind
                   logit_soft_cap, k_scale, v_scale, fused=True)
 
 
-def decode_rd_form(batch: int, hk: int, sms: int, kv: str, head_dim: int) -> str:
+def decode_rd_form(batch: int, hk: int, sms: int, head_dim: int) -> str:
     """The register-direct decode's block form for the batch bucket's (request, KV head) groups:
     "deep" (D 128: 4-warp blocks, 2 per SM, two FP16 / three FP8 register sets of loads per warp) for
     more than one and up to four groups per SM; else "w4" (4-warp blocks, 3 per SM, one FP16 / two FP8
@@ -242,8 +242,7 @@ def paged_attention_rd(query, key_cache, value_cache, metadata, scale, sliding_w
             raise ValueError(f"paged_attention_rd: trace entries are D 128 only, got head dim {d}")
         form, entries = "w4", _DECODE_RD_TRACE
     elif form is None:
-        form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device),
-                              _kv_kind(key_cache), d)
+        form = decode_rd_form(metadata.num_requests, key_cache.shape[2], _sm_count(query.device), d)
     elif (form, d) not in DECODE_RD_FORMS:
         have = ", ".join(f"{f} D {'/'.join(str(e) for f2, e in DECODE_RD_FORMS if f2 == f)}" for f in _RD_SUFFIX)
         raise ValueError(f"paged_attention_rd: no form {form!r} for head dim {d} (entries: {have})")

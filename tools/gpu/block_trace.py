@@ -10,6 +10,8 @@ import subprocess
 
 import torch
 
+from onecat.kernels.bench import capture_graph
+
 
 def sm_clock_mhz() -> float:
     """The SM clock nvidia-smi reports now (to show clock64 phases in us); 1980 (the H200's) if none."""
@@ -73,17 +75,7 @@ def middle_of_three_graphed(launch, traces: list[torch.Tensor]) -> float:
     """As middle_of_three, the three calls captured in one CUDA graph (programmatic dependent launch
     between them, as a decode graph runs its kernels): replayed to warm, the traces cleared, replayed
     once more. Returns the replay's CUDA-event us / 3 (no event can sit between a graph's kernels)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(3):
-            launch(i)  # compile, load, allocate outside capture
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(3):
-            launch(i)
+    g = capture_graph(lambda: [launch(i) for i in range(3)])
     g.replay()
     torch.cuda.synchronize()
     for t in traces:

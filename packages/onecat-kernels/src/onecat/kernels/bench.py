@@ -56,19 +56,26 @@ def time_sets(fn: Callable[[int], object], nsets: int, iters: int, warmup: int =
     return [a.elapsed_time(b) * 1e3 for a, b in events]
 
 
-def time_graph(fn: Callable[[], object], replays: int = 30, n_calls: int = 1) -> list[float]:
-    """Device time (us) per call of fn()'s n_calls calls, captured once in a CUDA graph and replayed
-    `replays` times, one CUDA-event pair per replay behind a queued sleep: launches off the clock,
-    kernels back to back as a decode graph runs them (with programmatic dependent launch on sm_90)."""
+def capture_graph(fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
+    """fn()'s launches captured once in a CUDA graph, after one warm-up call on a side stream (compiles,
+    loads and allocates workspaces outside capture)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        fn()  # warm-up: compiles, loads, allocates workspaces outside capture
+        fn()
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
+    return g
+
+
+def time_graph(fn: Callable[[], object], replays: int = 30, n_calls: int = 1) -> list[float]:
+    """Device time (us) per call of fn()'s n_calls calls, captured once in a CUDA graph and replayed
+    `replays` times, one CUDA-event pair per replay behind a queued sleep: launches off the clock,
+    kernels back to back as a decode graph runs them (with programmatic dependent launch on sm_90)."""
+    g = capture_graph(fn)
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()

@@ -16,8 +16,9 @@ from onecat.kernels import ops
 from onecat.kernels import reference as ref
 from onecat.kernels.inputs import paged_metadata
 
+from decode_attention_row import KV  # the cache dtype per KV kind (its callers put tools/gpu on sys.path)
+
 FP8_SCALE = 0.02
-_CACHE_DTYPES = {"f16": torch.float16, "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
 @dataclass
@@ -62,7 +63,7 @@ def prefill_case(batch: int, s: int, hq: int, hk: int, d: int, kv: str = "f16", 
     q = torch.randn(batch * s, hq, d, device=dev).half()
     k = torch.randn(batch * s, hk, d, device=dev).half()
     v = torch.randn(batch * s, hk, d, device=dev).half()
-    kc = torch.zeros(nb, bs, hk, d, device=dev, dtype=_CACHE_DTYPES[kv])
+    kc = torch.zeros(nb, bs, hk, d, device=dev, dtype=KV[kv])
     vc = torch.zeros_like(kc)
     scales = () if kv == "f16" else (FP8_SCALE, FP8_SCALE)
     ops.reshape_and_cache(k, v, kc, vc, md.slot_mapping, *scales)

@@ -58,30 +58,7 @@
 //    pdl_wait: gemm_bench 4-9% slower at M 32 / 64, batch 64 7,756 -> 7,511 tok/s) and NORM
 //    (rms_norm_linear's norm fused in front of the 32-row tiles: llama3-8b q4_0 batch 32 6,268 -> 5,519).
 #include "gemm_epilogue.cuh"
-#include "packed_formats.cuh"
-
-ONECAT_DEVICE unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
-
-// (v & mask) | 0x64006400 as one LOP3 (the constant in a register: NVRTC otherwise emits two).
-ONECAT_DEVICE unsigned lop_or_reg(unsigned v, unsigned mask, unsigned magic) {
-  unsigned d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(v), "r"(mask), "r"(magic));
-  return d;
-}
-
-// One 32-bit word of q4_0 nibbles (8 weights) times the block scale d: 4 fp16 pairs, weights (0,1) ..
-// (6,7). (1024 + q) - 1032 and (1024 + 16 q) / 16 - 72 are q - 8 exactly; one HMUL2 by d rounds the
-// exact product once (the weight gemm_packed.cu and the reference compute).
-// awq: nlo = -(1024 + z), nhi = -(64 + z) give q - z exactly, one HMUL2 by s (the reference's weight).
-ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p)[4], __half2 nlo = h2c(-1032.f),
-                             __half2 nhi = h2c(-72.f)) {
-  const unsigned v2 = v >> 8;
-  const __half2 one = h2c(1.f), shi = h2c(1.f / 16.f);
-  p[0] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic)), one, nlo), d));
-  p[1] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic)), shi, nhi), d));
-  p[2] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic)), one, nlo), d));
-  p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), shi, nhi), d));
-}
+#include "gemm_dequant.cuh"
 
 // MT row tiles of 16 (BM = 16 MT), NB n8 blocks per warp (BN = 32 NB), KS chunks per lane and step
 // (BK = 128 KS: each W row's step is 64 KS contiguous bytes, lane q reading chunks KS q .. KS q + KS - 1).
@@ -94,31 +71,6 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
 // A operand. A row pair's quads are 4 blocks of 8 KS (one per lane q) padded to 8 KS + 2 slots, row
 // pairs 4 (8 KS + 2) + 1 slots apart: the 8 lanes of a quarter warp (g, g + 1 x q = 0..3) land on
 // 8 distinct bank groups (2q + g mod 8), with every offset a compile-time constant.
-// A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
-// bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
-// benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,
-// down 26.8 -> 26.2 / 39.0 -> 38.4 (that A/B's scale loads asked for 256 bytes; with 128 as routed,
-// call 13: gate_up 39.4 / 72.7, down 26.0 / 38.9); 256-byte W loads 1-2% behind; r32 (SM-bound at 3
-// blocks per SM) level, so it keeps plain loads.
-// One load of W (uint4), q4_0's scales (u16) or the other formats' scale words (u32).
-template <int PF, class T>
-ONECAT_DEVICE T ldg_pf(const T* p) {
-  static_assert(PF == 0 || PF == 128, "L2 prefetch size: none or 128 bytes");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
-  if constexpr (PF == 128) {
-    T v;
-    if constexpr (sizeof(T) == 16)
-      asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    else if constexpr (sizeof(T) == 4)
-      asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    else
-      asm("ld.global.nc.L2::128B.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-  }
-#endif
-  return __ldg(p);
-}
-
 // One 32-bit word of q6_k's low nibbles (8 weights) with its high-bit word hb (packed_formats.cuh
 // dequant8's layout): 4 fp16 pairs (q - 32) x dsc, dsc = d sc rounded to fp16 (the reference rounds
 // d sc (q - 32) once: this weight is off by at most that rounding, 2^-11 of it).

@@ -1,5 +1,6 @@
 """The register-direct packed GEMM (csrc/gemm_rd.cu, provider `cuda_pack_gemm_rd`: linear and the GLU
-route of rms_norm_linear at 3..64 rows of q4_0 / q4_k / q6_k / awq on sm_80+). CPU: admission on fake
+route of rms_norm_linear at 3..64 rows of q4_0 / q4_k / q6_k / awq on sm_80+; on capability 9.0 its q4_0
+wide matrices past 32 rows on the wgmma tile, csrc/gemm_wg.cu). CPU: admission on fake
 devices and refusal reasons, the tile / split-K choice, the launch per format (intercepted). GPU (marked
 `gpu`, and sm_80+): every tile and split against the float reference (ragged rows and N, AWQ groups of
 32 / 64 / 128), the GLU entries bit-equal to linear then silu_and_mul, the traced entries, the route
@@ -116,6 +117,46 @@ def test_gemm_shape_register_direct():
             cap = gemm_ops.RD_LONG_K_SPLITS if long_k else gemm_ops.RD_MAX_SPLITS
             assert 1 <= s <= cap and (s == 1 or k // t.bk >= 4 * s)
             assert s == 1 or s * -(-n // t.bn) * -(-m // t.bm) <= 132 * h200[tile]
+
+
+def test_gemm_shape_wgmma_tile():
+    """Where gemm_slots lists the wgmma tile (q4_0 on capability 9.0), 33..64 rows of the wide matrices take
+    it (one 64-row tile: each weight dequantized once), split as the register-direct tiles at its one block
+    per SM; up to 32 rows, and the narrow matrices, keep r32 / r32w."""
+    h200 = {"m32": 4, "m64": 3, "m128": 2, "m32w": 4, "m64w": 2, "r32": 3, "r32w": 2, "r64": 2, "r16": 4,
+            "r16w": 3, "w64": 1}
+    rd = dict(rd=True)
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("w64", 1)  # s23: 72.3 -> 63.3 us
+    assert gemm_ops.gemm_shape(48, 28672, 4096, 132, h200, **rd) == ("w64", 1)
+    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("w64", 4)  # 32 tiles x 4 <= 132 slots
+    assert gemm_ops.gemm_shape(33, 16448, 1024, 132, h200, **rd) == ("w64", 1)
+    assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
+    assert gemm_ops.gemm_shape(64, 6144, 4096, 132, h200, **rd) == ("r32", 2)
+    assert gemm_ops.gemm_shape(64, 4096, 4096, 132, h200, **rd)[0] == "r32"
+    del h200["w64"]
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
+
+
+def test_wgmma_launch(launches, monkeypatch):
+    """The wgmma tile's entry (GLU on request), its grid and 192-thread block, the planes it reads; refused
+    before any launch off capability 9.0 or on another format."""
+    gen = torch.Generator().manual_seed(5)
+    n, k = 256, 1024
+    w, x = random_packed(n, k, "q4_0", gen), torch.zeros(40, k, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"tile w64: q4_0 K=1024 on cpu \(needs q4_0 with K % 128 == 0 on capability 9.0"):
+        gemm_ops.gemm_launch(x, w, None, "w64", 1)
+    assert launches == []
+    monkeypatch.setattr(gemm_ops, "wg_fits", lambda kind, k, device: kind == "q4_0")
+    gemm_ops.gemm_launch(x, w, None, "w64", 2)
+    gemm_ops.gemm_launch(x, w, None, "w64", 1, glu=True)
+    (name, grid, args), (gname, ggrid, gargs) = launches
+    assert name == "gemm_wg_q4_0_w64" and grid == (n // 128, 1, 2) and gname == "gemm_wg_q4_0_w64_glu"
+    assert ggrid == (n // 128, 1, 1) and gemm_ops.WG_TILES["w64"].threads == 192
+    for a in (args, gargs):
+        assert a[2] == w.q.data_ptr() and a[4] == w.meta.data_ptr() and a[8:11] == (40, n, k)
+    with pytest.raises(ValueError, match="tile w64: q4_k"):
+        gemm_ops.gemm_launch(x, random_packed(n, k, "q4_k", gen), None, "w64", 1)
+    assert len(launches) == 2
 
 
 @pytest.mark.parametrize("kind,group", [("q4_0", 32), ("q4_k", 32), ("q6_k", 32), ("awq", 128), ("awq", 64)])
@@ -237,6 +278,43 @@ def test_register_direct_glu(kind):
         torch.cuda.synchronize()
         h, _ = ops.rms_norm(x, norm, 1e-5, res)
         assert torch.equal(out, ops.silu_and_mul(ops.linear(h, w))), i
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+def test_wgmma_tile():
+    """gemm_wg_q4_0_w64 against the float reference: 33..64 rows (ragged: rows past M read row M - 1), N not
+    a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl. uneven; the GLU
+    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows) under CUDA-graph
+    replay."""
+    for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True), (40, 16448, 1024, False),
+                          (57, 83, 768, False)):
+        x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
+        ref = ref_linear(x, w, b)
+        for splits in (1, 3, 8):
+            with cuda_ops.poison_outputs():
+                got = gemm_ops.gemm_launch(x, w, b, "w64", splits)
+            err = rel_err(got, ref)
+            assert err <= TOL, f"w64 M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
+    for m, n, k in ((64, 28672, 4096), (37, 512, 768)):
+        x, w, _ = gpu_inputs("q4_0", m, n, k, False, SEED + m)
+        for splits in (1, 3):
+            want = ops.silu_and_mul(gemm_ops.gemm_launch(x, w, None, "w64", splits))
+            with cuda_ops.poison_outputs():
+                got = gemm_ops.gemm_launch(x, w, None, "w64", splits, glu=True)
+            assert got.shape == (m, n // 2) and torch.equal(got, want), (m, n, k, splits)
+    x, w, b = gpu_inputs("q4_0", 48, 28672, 4096, False, SEED)
+    assert gemm_ops.gemm_shape(48, 28672, 4096, *gemm_ops.gemm_slots("q4_0", x.device), rd=True)[0] == "w64"
+    g = torch.cuda.CUDAGraph()
+    ops.linear(x, w, b)
+    with torch.cuda.graph(g):
+        out = ops.linear(x, w, b)
+    for i in range(2):
+        x.copy_(torch.randn(48, 4096, generator=torch.Generator().manual_seed(SEED + i)).half())
+        g.replay()
+        torch.cuda.synchronize()
+        assert rel_err(out, ref_linear(x, w, b)) <= TOL, i
 
 
 @needs_rd

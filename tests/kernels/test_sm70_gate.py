@@ -162,6 +162,23 @@ def test_register_direct_gemm_is_sm80_only(tmp_path):
         assert 2 * 128 * usage[name]["registers"] <= 65536, (name, usage[name])
 
 
+def test_wgmma_gemm_is_sm90a_only(tmp_path):
+    """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
+    admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
+    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x, one 192-thread block per SM."""
+    names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values()]}
+    assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
+    sm70 = _sass("gemm_wg.cu", str(tmp_path))
+    assert set(sm70) == names
+    for name, body in sm70.items():
+        assert "HMMA" not in body and "GMMA" not in body and "BPT.TRAP" in body, name
+    sm90, usage = _sass("gemm_wg.cu", str(tmp_path), 90), compiled("gemm_wg.cu", 90).usage
+    assert set(sm90) == names
+    for name, body in sm90.items():
+        assert "HGMMA.64x64x16.F32" in body and "LDG.E.LTC128B.128" in body and "LDG.E.128" in body, name
+        assert 192 * usage[name]["registers"] <= 65536, (name, usage[name])
+
+
 def test_register_direct_decode_is_sm80_only(tmp_path):
     """attn_decode_rd_* (csrc/attention_decode_rd.cu) use mma.sync m16n8k16: on sm_70 they only trap
     (attention_ops admits them from sm_80: the V100 decodes with attention_decode.cu); on sm_90

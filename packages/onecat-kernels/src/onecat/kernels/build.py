@@ -21,6 +21,9 @@ from pathlib import Path
 CSRC = Path(__file__).parent / "csrc"
 NVRTC12_PIN = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79"
 DEFAULT_OPTIONS = ("-std=c++17", "-default-device", "-lineinfo", "--ptxas-options=-v")
+# Sources using an arch's architecture-specific features (sm_90a: wgmma), built for "sm_<arch>a" there:
+# such a cubin loads on that exact arch only, as the kernel table expects.
+ARCH_FEATURES = {"gemm_wg.cu": frozenset({90})}
 
 
 class ToolchainError(RuntimeError):
@@ -197,7 +200,8 @@ def compile_source(name: str, arch: int, options: tuple[str, ...] = (), use_cach
     """Compile csrc/<name> (a .cu file) to a cubin for sm_<arch>, via the disk cache."""
     path = (CSRC / name) if not os.path.isabs(name) else Path(name)
     tc = tc or toolchain(arch)
-    opts = (f"--gpu-architecture=sm_{arch}", *DEFAULT_OPTIONS, *options,
+    target = f"sm_{arch}a" if arch in ARCH_FEATURES.get(path.name, ()) else f"sm_{arch}"
+    opts = (f"--gpu-architecture={target}", *DEFAULT_OPTIONS, *options,
             f"-I{CSRC}", *(f"-I{i}" for i in tc.includes))
     key = cache_key(path, arch, opts[:len(DEFAULT_OPTIONS) + 1 + len(options)], tc)
     entry = cache_dir() / key[:2] / key

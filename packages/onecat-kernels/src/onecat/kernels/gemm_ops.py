@@ -1,6 +1,7 @@
 """The packed GEMM providers (rows of x against a PackedWeight: prefill, batched decode): the tile /
 K-split choice per problem and the launch. Registered for `linear`: `cuda_pack_gemm_rd` (csrc/gemm_rd.cu:
-q4_0 / q4_k / q6_k / awq, 3..64 rows, sm_80+), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed
+q4_0 / q4_k / q6_k / awq, 3..64 rows, sm_80+; on capability 9.0 q4_0's wide matrices past 32 rows on
+csrc/gemm_wg.cu's wgmma tile), `cuda_pack_gemm` (csrc/gemm_packed.cu: every packed
 format, from GEMM_MIN_ROWS rows, sm_70+), then the packed GEMV (`cuda_pack`, M <= 16) and the dense FMA
 kernel."""
 
@@ -88,6 +89,25 @@ _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=Tru
 _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 
 
+# The wgmma tile (csrc/gemm_wg.cu, sm_90a: built and admitted on capability 9.0 only): 64 rows of x per
+# block, 128 features, 192 threads (a consumer warpgroup, two producer warps for x), one block per SM; q4_0.
+# gemm_shape takes it for 33..64 rows of the wide matrices (as r32w: N >= WIDE_MIN_N or K >= RD_LONG_K)
+# where gemm_slots lists it: each weight dequantized once for all rows instead of twice (two 32-row tiles).
+# H200 s23 (benchmarks/results/h200-2026-12-01-s23, call 13; llama3-8b q4_0, us): gate_up M 64 72.3 ->
+# 63.3, M 48 72.1 -> 61.1; down 38.3 -> 37.4 / 38.4 -> 35.8; qkv / o 10-11% slower (they keep r32); decode
+# steps (call 14, one process each) batch 64 7,093 -> 6,449 us, batch 48 6,827 -> 6,093.
+WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192)}
+WG_CAPABILITY = (9, 0)
+_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in WG_TILES}
+_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", "ppppppppiiiii", pdl=True) for t in WG_TILES}
+
+
+def wg_fits(kind: str, k: int, device: torch.device) -> bool:
+    """Whether the wgmma tile takes this matrix on this device (q4_0, K % 128, capability 9.0: sm_90a)."""
+    return (kind == "q4_0" and k % 128 == 0 and device.type == "cuda"
+            and _capability(cuda_index(device)) == WG_CAPABILITY)
+
+
 def rd_tiles(kind: str) -> list[str]:
     """The register-direct tiles gemm_rd.cu has for a packed format (none for one it does not take)."""
     return [t for f, t in _RD_ENTRIES if f == kind]
@@ -136,12 +156,14 @@ def tile_q4_0(w: PackedWeight) -> PackedWeight:
 GEMM_V100_RESIDENT = {"m32": 3, "m64": 2, "m128": 2, "m32w": 2, "m64w": 2, "m32t": 2}
 
 
-def slot_kernels(kind: str, rd: bool) -> dict[str, Kernel]:
+def slot_kernels(kind: str, rd: bool, wg: bool = False) -> dict[str, Kernel]:
     """The kernels gemm_slots asks the occupancy of, under the names gemm_shape reads (_tile(name) gives
-    each one's block shape)."""
+    each one's block shape); wg: the wgmma tile too (gemm_shape routes to it only where it is listed)."""
     kernels = {t: _GEMM[(kind, t)] for t in GEMM_TILES}
     if rd:
         kernels.update({t: kern for (f, t), kern in _RD.items() if f == kind})
+    if wg:
+        kernels.update(_WG)
     return kernels
 
 
@@ -153,7 +175,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
     idx = cuda_index(device)
     sms = torch.cuda.get_device_properties(idx).multi_processor_count
     resident = {}
-    for tile, kern in slot_kernels(kind, rd_fits(kind, 256, device)).items():
+    for tile, kern in slot_kernels(kind, rd_fits(kind, 256, device), wg_fits(kind, 256, device)).items():
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = kern.function(idx)  # compiles / loads the module once
@@ -181,16 +203,20 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     tiles beat r64 (s16, M 48 / 64: qkv 22.7 vs 26.8 us, o 17.7 vs 18.9, down 39.4 vs 40.7, gate_up
     level): the finer grid fills 3 blocks per SM where r64's left SMs with one block beside SMs with
     two (an r64 block alone on its SM ran its K loop in 9.0 us, paired 14.5: SM-bound, so the lone
-    ones wasted half an SM), for the same tensor work per SM."""
+    ones wasted half an SM), for the same tensor work per SM. Where `resident` lists the wgmma tile
+    w64 (gemm_slots: q4_0 on capability 9.0), 33..64 rows of the wide matrices take it instead of r32w
+    two high (WG_TILES: one dequantization for 64 rows; s23)."""
     res = resident or GEMM_V100_RESIDENT
     if rd and m <= 64:
         long_k = k >= RD_LONG_K
         wide = n >= WIDE_MIN_N or long_k
         tile = ("r16w" if wide else "r16") if m <= RD16_MAX_ROWS else ("r32w" if wide else "r32")
-        blocks = -(-n // RD_TILES[tile].bn) * -(-m // RD_TILES[tile].bm)
+        if tile == "r32w" and m > 32 and "w64" in res:  # sm_90 q4_0 (gemm_slots lists it there only)
+            tile = "w64"
+        blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
-        return tile, max(1, min(cap, (k // RD_TILES[tile].bk) // 4, slots // blocks))
+        return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))
     ntiles = -(-n // 64)
     if m <= 32:
         tile = "m32"
@@ -207,13 +233,13 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
 
 
 def _tile(name: str) -> GemmTile:
-    return RD_TILES[name] if name in RD_TILES else GEMM_TILES[name]
+    return RD_TILES[name] if name in RD_TILES else WG_TILES[name] if name in WG_TILES else GEMM_TILES[name]
 
 
 def glu_fits(tile: str, n: int) -> bool:
     """Whether the _glu entry of a register-direct tile takes a [gate | up] matrix of n rows: each tile
     holds BN / 2 rows of each half."""
-    return tile in RD_TILES and n % 2 == 0 and (n // 2) % (RD_TILES[tile].bn // 2) == 0
+    return (tile in RD_TILES or tile in WG_TILES) and n % 2 == 0 and (n // 2) % (_tile(tile).bn // 2) == 0
 
 
 def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None,
@@ -238,6 +264,9 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} group {weight.group_size} on {x.device} "
                          f"(needs sm_80+ and q4_0 / awq with K % {RD_TILES[tile].bk} == 0 (awq: groups of a "
                          "power of two >= 32), or q4_k / q6_k with K % 256 == 0, on a tile other than r64)")
+    if tile in WG_TILES and not wg_fits(weight.kind, k, x.device):
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} (needs q4_0 with K % 128 == 0 "
+                         f"on capability {WG_CAPABILITY[0]}.{WG_CAPABILITY[1]}: wgmma, sm_90a)")
     if m:
         t = _tile(tile)
         steps = -(-k // t.bk)
@@ -253,7 +282,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
         kern = _GEMM_TL[tile] if tiled else (_RD_GLU if glu else _RD)[(weight.kind, tile)] if tile in RD_TILES \
-            else _GEMM[(weight.kind, tile)]
+            else (_WG_GLU if glu else _WG)[tile] if tile in WG_TILES else _GEMM[(weight.kind, tile)]
         extra = ()
         if trace is not None:
             if tile not in RD_TILES or tiled or weight.kind != "q4_0":

@@ -1,0 +1,276 @@
+// gemm_wg.cu: the decode-batch q4_0 GEMM on Hopper's warpgroup MMA (wgmma, sm_90a) for 33..64 rows of the
+// wide matrices: y[M, N] = x[M, K] @ W[N, K]^T, one 64-row tile per block (so each weight is dequantized
+// once for all rows), the q4_0 PackedWeight as the GEMV reads it, K % 128 == 0. FP16 in and out, FP32
+// accumulation. Built for sm_90a only (build.ARCH_FEATURES); gemm_ops routes it on capability 9.0 (gate_up
+// and down of a llama3-8b-sized layer, gemm_shape); elsewhere its entries trap (the sm_70 gate compiles them
+// to that).
+//
+// Why: past 32 rows gemm_rd.cu stacks two 32-row tiles, dequantizing every weight twice, and its pace is
+// the per-block dequantize-and-multiply chain, not memory (H200 s23, benchmarks/results/h200-2026-12-01-s23:
+// with W's loads removed a 32-row wgmma tile still took 32 of its 40 us on gate_up). Here one warpgroup
+// dequantizes once into wgmma's register A operand and the tensor cores multiply all 64 rows
+// asynchronously: llama3-8b q4_0 gate_up 28672 x 4096 at M 64 72.3 -> 63.3 us, M 48 72.1 -> 61.1, down
+// 4096 x 14336 38.3 -> 37.4 / 38.4 -> 35.8 (s23 call 13; qkv / o stay on gemm_rd.cu: 10% slower here);
+// llama3-8b q4_0 decode steps at context 512 (call 14, one process each) batch 64 7,093 -> 6,449 us, batch
+// 48 6,827 -> 6,093.
+//
+//  * Block: one consumer warpgroup (warps 0-3) + two producer warps (4, 5); 128 features as two m64
+//    tiles (T = 0, 1), the 64 rows of x as wgmma's N; K in steps of BK = 128 (4 q4_0 chunks per W row).
+//  * A = W from registers: warp w, lane (g, q) holds rows 16 w + g and 16 w + g + 8 of each tile (the
+//    m16n8k16 A fragment, as wgmma lays a warp's 16 rows), chunk q of the step (one 16-byte load per
+//    row, W 3 steps ahead in a register ring), dequantized by gemm_dequant.cuh's q4_0_word into 4 FP16
+//    pairs per word. Word j of the chunk (weights 8j .. 8j + 7) gives slices 2j, 2j + 1 of the step:
+//    pairs (0, 1) / (2, 3) are the lane's k positions (2q, 2q + 1) / (2q + 8, 2q + 9) of slice 2j, pairs
+//    (4, 5) / (6, 7) those of slice 2j + 1, so the MMA's k order within a slice is permuted (position
+//    2q + r <-> real k 32 q + 8 j + 4 (slice & 1) + r, 2q + 8 + r <-> that + 2) and x follows it.
+//  * B = x from shared memory (K-major, no swizzle; descriptor LBO 128: a slice's two 8-k core matrices,
+//    SBO 256: 8-row groups): slice s of a stage holds for row n its core matrix 0 row = the 4-byte pairs
+//    x[n][32 q + 8 (s / 2) + 4 (s & 1) + {0, 1}], q = 0..3, and core matrix 1 the pairs at + 2. A
+//    producer stages a 16-byte load of x (8 consecutive k of a row: slices 2j and 2j + 1 of chunk q) as
+//    four 4-byte stores; one store instruction covers 8 rows x 4 q: one 128-byte line, no bank conflicts.
+//  * Producers take turns (step st: warp 4 + st % 2, stage st % 2): fence.proxy.async (MEMBAR.ALL.CTA +
+//    FENCE.VIEW.ASYNC.S) waits for every load the warp has in flight, so a producer loads one step at a
+//    time. Named barriers: FULL (x staged) and EMPTY (the step's MMAs done) per stage, 160 threads each.
+//  * A step is 4 groups of 2 slices (one word per row: 4 rows x q4_0_word), each 2 slices x 2 tiles of
+//    wgmma committed as one group; a group's A registers are rewritten only after wait_group 1 (the group
+//    two back is done), so the dequantization of a group overlaps the MMAs of the one before.
+//  * Epilogue: gemm_epilogue.cuh (FP16 out, split-K partials merged by the tile's last block, GLU).
+//  * Tried on the H200 (s23, the diffs kept there): 32-row wgmma tiles (level with gemm_rd.cu on gate_up /
+//    down, slower on qkv / o), x staged by the consumer warps (its proxy fence serialized each step on the
+//    loads in flight), W 1-5 steps ahead, 3 wgmma groups in flight, a tiled W layout (-5%): none lifted
+//    the per-block pace.
+#include "gemm_epilogue.cuh"
+#include "gemm_dequant.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_OK 1
+#else
+#define WG_OK 0
+#endif
+
+// shared-memory matrix descriptor: no swizzle, LBO 128 bytes (k direction), SBO 256 bytes (8-row groups)
+ONECAT_DEVICE unsigned long long wg_desc(unsigned saddr) {
+  return (unsigned long long)((saddr & 0x3FFFFu) >> 4) | (8ull << 16) | (16ull << 32);
+}
+ONECAT_DEVICE void wg_fence() {
+#if WG_OK
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+ONECAT_DEVICE void wg_commit() {
+#if WG_OK
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int N>
+ONECAT_DEVICE void wg_wait() {
+#if WG_OK
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+ONECAT_DEVICE void fence_proxy_async() {
+#if WG_OK
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+template <int N>
+ONECAT_DEVICE void wg_pin(float (&d)[N]) {  // accumulators ordered after the wait (not read early)
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D (64 x 64, fp32) += A (64 x 16 from registers) . B (16 x 64, shared descriptor); a thread's d[4 j + e]
+// are rows 16 warp + g (+ 8 for e >= 2), columns 8 j + 2 q + (e & 1)
+ONECAT_DEVICE void wg_mma64(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+#if WG_OK
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+      "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, 1, 1, 1, 0;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
+// Named barriers (id >= 1; 0 is __syncthreads) between the consumer warpgroup and the producer warps.
+ONECAT_DEVICE void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+
+// NT (64) rows of x, NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes;
+// warps 0-3 the consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x.
+template <int NT, int NS, int PDW, int PF, bool GLU>
+__device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
+                        const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
+                        float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
+                        int steps_per_split) {
+  constexpr int P = 2, THREADS = 128 + 32 * P, BN = 128, BK = 128, R = PDW + 1, WP = 1;
+  static_assert(NS % P == 0, "a producer warp keeps its stages");
+  constexpr int RG = NT / 8;                    // 8-row groups of x
+  constexpr int SL = RG * 256, STAGE = 8 * SL;  // bytes of a slice, of a step's x
+  constexpr int C_LD = BN + 4, CB = NT * C_LD * 4, AB = NS * STAGE, BYTES = AB > CB ? AB : CB;
+  static_assert(NT == 64 && NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
+  __shared__ __align__(128) unsigned char smem[BYTES];
+  __shared__ unsigned last_block;
+
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * NT;
+  const int nch = K >> 5, nsteps = nch / 4;
+  const int s_begin = blockIdx.z * steps_per_split, s_end = min(nsteps, s_begin + steps_per_split);
+  const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
+  // stage of step st: (st - s_begin) % NS; barriers FULL 1 + s (x staged), EMPTY 1 + NS + s (its MMAs done)
+
+  float acc[2][NT / 2];
+#pragma unroll
+  for (int T = 0; T < 2; ++T)
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) acc[T][i] = 0.f;
+
+  if (warp >= 4) {  // producer warp pw: every row of x for the steps st = s_begin + pw (mod P)
+    const int pw = warp - 4;
+    const __half* xp[RG];
+#pragma unroll
+    for (int rg = 0; rg < RG; ++rg) {
+      xp[rg] = x + (i64)min(m0 + 8 * rg + g, M - 1) * K + 32 * qd;
+      pin_pointer(xp[rg]);
+    }
+    const int xs = g * 16 + 4 * qd;  // row group rg at + 256 rg
+    pdl_wait();
+    // The proxy fence below waits for every load the warp has in flight, so a warp loads one step at a
+    // time: P warps take turns to keep P steps' loads in flight.
+    for (int st = s_begin + pw; st < s_end; st += P) {
+      uint4 v[RG][4];
+#pragma unroll
+      for (int rg = 0; rg < RG; ++rg)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[rg][j] = __ldg(reinterpret_cast<const uint4*>(xp[rg] + st * BK + 8 * j));
+      const int stage = (st - s_begin) % NS;
+      if (st - s_begin >= NS) bar_sync(1 + NS + stage, 160);  // the MMAs of step st - NS are done
+      // piece j of chunk qd = word j of the W chunk: slices 2j (pairs x, y) and 2j + 1 (pairs z, w)
+#pragma unroll
+      for (int rg = 0; rg < RG; ++rg)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          unsigned* p = reinterpret_cast<unsigned*>(smem + stage * STAGE + 2 * j * SL + xs + 256 * rg);
+          p[0] = v[rg][j].x;
+          p[32] = v[rg][j].y;
+          p[SL / 4] = v[rg][j].z;
+          p[SL / 4 + 32] = v[rg][j].w;
+        }
+      fence_proxy_async();
+      bar_arrive(1 + stage, 160);
+    }
+  } else {  // consumer warpgroup
+    // this lane's W rows i = 2 T + r: feature 64 T + 16 warp + g + 8 r (GLU: gate rows, then the same up rows)
+    const uint4* wp[4];
+    const unsigned short* sp[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int f = 64 * (i >> 1) + 16 * warp + g + 8 * (i & 1);
+      const i64 row = (unsigned)min(GLU ? (f < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + f : n0 + f, N - 1);
+      wp[i] = reinterpret_cast<const uint4*>(q + row * nch * 16) + qd;
+      sp[i] = reinterpret_cast<const unsigned short*>(meta) + row * nch + qd;
+      pin_pointer(wp[i]);
+      pin_pointer(sp[i]);
+    }
+    unsigned magic = 0x64006400u;
+    asm volatile("" : "+r"(magic));
+    struct Regs {
+      uint4 w[4];
+      unsigned short s[4];
+    };
+    auto fetch_w = [&](Regs& r, int st) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        r.w[i] = ldg_pf<PF>(wp[i] + 4 * st);
+        r.s[i] = ldg_pf<PF>(sp[i] + 4 * st);
+      }
+    };
+    // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
+    unsigned a[WP + 1][2][2][4];  // [group % (WP + 1)][tile][slice][a0..a3]
+    auto group = [&](const Regs& r, int stage, int j) {
+      unsigned (&ag)[2][2][4] = a[j % (WP + 1)];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // row i = 2 T + rr
+        unsigned p[4];
+        const unsigned v = j == 0 ? r.w[i].x : j == 1 ? r.w[i].y : j == 2 ? r.w[i].z : r.w[i].w;
+        q4_0_word(v, __half2half2(__ushort_as_half(r.s[i])), magic, p);
+        const int T = i >> 1, rr = i & 1;
+        ag[T][0][rr] = p[0];      // slice 2j: (row g | g + 8, k 2q..) <- pair (0, 1)
+        ag[T][0][2 + rr] = p[1];  //           (row g | g + 8, k 2q + 8..) <- pair (2, 3)
+        ag[T][1][rr] = p[2];      // slice 2j + 1: pairs (4, 5), (6, 7)
+        ag[T][1][2 + rr] = p[3];
+      }
+      wg_fence();
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const unsigned long long d = wg_desc(sbase + stage * STAGE + (2 * j + s) * SL);
+#pragma unroll
+        for (int T = 0; T < 2; ++T) wg_mma64(acc[T], ag[T][s], d);
+      }
+      wg_commit();
+    };
+    Regs rs[R];
+    if (s_begin < s_end) {
+#pragma unroll
+      for (int u = 0; u < PDW; ++u)
+        if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
+    }
+    pdl_wait();
+    for (int st0 = s_begin; st0 < s_end; st0 += R) {
+#pragma unroll
+      for (int u = 0; u < R; ++u) {
+        const int st = st0 + u;
+        if (st < s_end) {
+          const int stage = (st - s_begin) % NS;
+          if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
+          bar_sync(1 + stage, 160);  // x of step st staged
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            wg_wait<WP>();  // the group that last used these A registers (WP + 1 back) is done
+            if (j == WP && st > s_begin && st - 1 + NS < s_end)  // step st - 1's last group is done too
+              bar_arrive(1 + NS + (st - 1 - s_begin) % NS, 160);
+            group(rs[u], stage, j);
+          }
+        }
+      }
+    }
+    wg_wait<0>();
+    wg_pin(acc[0]);
+    wg_pin(acc[1]);
+  }
+  pdl_launch_dependents();
+  __syncthreads();  // every MMA done, the stages free: the tile goes through the same shared memory
+  float* cs = reinterpret_cast<float*>(smem);
+  if (warp < 4) {
+#pragma unroll
+    for (int T = 0; T < 2; ++T)
+#pragma unroll
+      for (int jn = 0; jn < NT / 8; ++jn) {  // acc 4 jn + e: feature f (+ 8 for e >= 2), row 8 jn + 2 qd + (e & 1)
+        const int f = 64 * T + 16 * warp + g, r0 = 8 * jn + 2 * qd;
+        cs[r0 * C_LD + f] = acc[T][4 * jn];
+        cs[(r0 + 1) * C_LD + f] = acc[T][4 * jn + 1];
+        cs[r0 * C_LD + f + 8] = acc[T][4 * jn + 2];
+        cs[(r0 + 1) * C_LD + f + 8] = acc[T][4 * jn + 3];
+      }
+  }
+  __syncthreads();
+  gemm_epilogue<NT, BN, C_LD, THREADS, GLU>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
+}
+
+// gemm_wg_q4_0_w64[_glu]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per
+// SM (243 registers on sm_90a); x in two stages, W three steps ahead.
+#define GEMM_WG_ENTRY(NAME, GLU)                                                                           \
+  extern "C" __global__ void __launch_bounds__(192, 1) NAME(                                              \
+      __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
+      const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
+      int K, int gchunks, int steps_per_split) {                                                          \
+    gemm_wg<64, 2, 3, 128, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);           \
+  }
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64, false)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64_glu, true)

@@ -143,7 +143,8 @@ def test_wgmma_launch(launches, monkeypatch):
     gen = torch.Generator().manual_seed(5)
     n, k = 256, 1024
     w, x = random_packed(n, k, "q4_0", gen), torch.zeros(40, k, dtype=torch.float16)
-    with pytest.raises(ValueError, match=r"tile w64: q4_0 K=1024 on cpu \(needs q4_0 with K % 128 == 0 on capability 9.0"):
+    refused = r"tile w64: q4_0 K=1024 on cpu \(needs q4_0 with K % 128 == 0 on capability 9.0"
+    with pytest.raises(ValueError, match=refused):
         gemm_ops.gemm_launch(x, w, None, "w64", 1)
     assert launches == []
     monkeypatch.setattr(gemm_ops, "wg_fits", lambda kind, k, device: kind == "q4_0")
@@ -288,8 +289,8 @@ def test_wgmma_tile():
     a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl. uneven; the GLU
     entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows) under CUDA-graph
     replay."""
-    for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True), (40, 16448, 1024, False),
-                          (57, 83, 768, False)):
+    for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
+                          (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
         ref = ref_linear(x, w, b)
         for splits in (1, 3, 8):

@@ -237,7 +237,7 @@ def _tile(name: str) -> GemmTile:
 
 
 def glu_fits(tile: str, n: int) -> bool:
-    """Whether the _glu entry of a register-direct tile takes a [gate | up] matrix of n rows: each tile
+    """Whether the _glu entry of a register-direct (or wgmma) tile takes a [gate | up] matrix of n rows: each tile
     holds BN / 2 rows of each half."""
     return (tile in RD_TILES or tile in WG_TILES) and n % 2 == 0 and (n // 2) % (_tile(tile).bn // 2) == 0
 

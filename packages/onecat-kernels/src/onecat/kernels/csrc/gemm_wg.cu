@@ -102,19 +102,20 @@ ONECAT_DEVICE void wg_mma64(float (&d)[32], const unsigned (&a)[4], unsigned lon
 ONECAT_DEVICE void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
-// NT (64) rows of x, NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes;
-// warps 0-3 the consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x.
-template <int NT, int NS, int PDW, int PF, bool GLU>
+// NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes; warps 0-3 the
+// consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x.
+template <int NS, int PDW, int PF, bool GLU>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
                         int steps_per_split) {
-  constexpr int P = 2, THREADS = 128 + 32 * P, BN = 128, BK = 128, R = PDW + 1, WP = 1;
+  constexpr int NT = 64, P = 2, THREADS = 128 + 32 * P, BN = 128, BK = 128, R = PDW + 1;
+  constexpr int SYNC = 128 + 32;  // threads at a stage's barriers: the warpgroup and the stage's producer
   static_assert(NS % P == 0, "a producer warp keeps its stages");
   constexpr int RG = NT / 8;                    // 8-row groups of x
   constexpr int SL = RG * 256, STAGE = 8 * SL;  // bytes of a slice, of a step's x
   constexpr int C_LD = BN + 4, CB = NT * C_LD * 4, AB = NS * STAGE, BYTES = AB > CB ? AB : CB;
-  static_assert(NT == 64 && NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
+  static_assert(NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
 
@@ -150,7 +151,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 #pragma unroll
         for (int j = 0; j < 4; ++j) v[rg][j] = __ldg(reinterpret_cast<const uint4*>(xp[rg] + st * BK + 8 * j));
       const int stage = (st - s_begin) % NS;
-      if (st - s_begin >= NS) bar_sync(1 + NS + stage, 160);  // the MMAs of step st - NS are done
+      if (st - s_begin >= NS) bar_sync(1 + NS + stage, SYNC);  // the MMAs of step st - NS are done
       // piece j of chunk qd = word j of the W chunk: slices 2j (pairs x, y) and 2j + 1 (pairs z, w)
 #pragma unroll
       for (int rg = 0; rg < RG; ++rg)
@@ -163,7 +164,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
           p[SL / 4 + 32] = v[rg][j].w;
         }
       fence_proxy_async();
-      bar_arrive(1 + stage, 160);
+      bar_arrive(1 + stage, SYNC);
     }
   } else {  // consumer warpgroup
     // this lane's W rows i = 2 T + r: feature 64 T + 16 warp + g + 8 r (GLU: gate rows, then the same up rows)
@@ -192,9 +193,9 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
-    unsigned a[WP + 1][2][2][4];  // [group % (WP + 1)][tile][slice][a0..a3]
+    unsigned a[2][2][2][4];  // [group parity][tile][slice][a0..a3]
     auto group = [&](const Regs& r, int stage, int j) {
-      unsigned (&ag)[2][2][4] = a[j % (WP + 1)];
+      unsigned (&ag)[2][2][4] = a[j & 1];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // row i = 2 T + rr
         unsigned p[4];
@@ -229,12 +230,12 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         if (st < s_end) {
           const int stage = (st - s_begin) % NS;
           if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
-          bar_sync(1 + stage, 160);  // x of step st staged
+          bar_sync(1 + stage, SYNC);  // x of step st staged
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            wg_wait<WP>();  // the group that last used these A registers (WP + 1 back) is done
-            if (j == WP && st > s_begin && st - 1 + NS < s_end)  // step st - 1's last group is done too
-              bar_arrive(1 + NS + (st - 1 - s_begin) % NS, 160);
+            wg_wait<1>();  // the group that last used these A registers (two back) is done
+            if (j == 1 && st > s_begin && st - 1 + NS < s_end)  // step st - 1's last group is done too
+              bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
             group(rs[u], stage, j);
           }
         }
@@ -270,7 +271,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split) {                                                          \
-    gemm_wg<64, 2, 3, 128, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);           \
+    gemm_wg<2, 3, 128, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);           \
   }
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64, false)
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64_glu, true)

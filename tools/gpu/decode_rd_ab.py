@@ -60,7 +60,7 @@ def main() -> int:
         r["copy_gbs"] = copy
     if args.json:
         json.dump(dict(device=torch.cuda.get_device_name(0), copy_gbs=copy, rows=out), open(args.json, "w"), indent=1)
-    how = ("one CUDA graph of a call per KV set (PDL, host-written metadata), events per replay / sets"
+    how = ("one CUDA graph of 32 calls cycling the KV sets (PDL, host-written metadata), events per replay / 32"
            if args.graphed else "CUDA events per launch")
     print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
           f"{how}, KV rotated > 200 MB, median of 30 (min-max); measured")

@@ -95,7 +95,11 @@ _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii",
 # where gemm_slots lists it: each weight dequantized once for all rows instead of twice (two 32-row tiles).
 # H200 s23 (benchmarks/results/h200-2026-12-01-s23, call 13; llama3-8b q4_0, us): gate_up M 64 72.3 ->
 # 63.3, M 48 72.1 -> 61.1; down 38.3 -> 37.4 / 38.4 -> 35.8; qkv / o 10-11% slower (they keep r32); decode
-# steps (call 14, one process each) batch 64 7,093 -> 6,449 us, batch 48 6,827 -> 6,093.
+# steps (call 14, one process each) batch 64 7,093 -> 6,449 us, batch 48 6,827 -> 6,093. s24 (x loaded 64
+# bytes a row): gate_up GLU M 64 65.9 -> 58.9 us, steps batch 64 7,178-7,219 -> 6,451-6,561, 48 6,429 -> 6,069.
+# Measured and not kept (s24, the diffs in benchmarks/results/h200-2026-12-01-s24): two consumer
+# warpgroups on alternate K steps 7-13% slower; two over 256 features sharing x (168 registers, small
+# spills) gate_up 5-8% faster but down 20-50% slower; four x stages 1-4% faster.
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
 _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in WG_TILES}

@@ -99,7 +99,7 @@ _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii",
 # bytes a row): gate_up GLU M 64 65.9 -> 58.9 us, steps batch 64 7,178-7,219 -> 6,451-6,561, 48 6,429 -> 6,069.
 # Measured and not kept (s24, the diffs in benchmarks/results/h200-2026-12-01-s24): two consumer
 # warpgroups on alternate K steps 7-13% slower; two over 256 features sharing x (168 registers, small
-# spills) gate_up 5-8% faster but down 20-50% slower; four x stages 1-4% faster.
+# spills) gate_up 5-8% faster but down 18-51% slower; four x stages 1-4% faster.
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
 _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in WG_TILES}

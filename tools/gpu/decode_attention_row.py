@@ -58,9 +58,10 @@ def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None, graphed=
         del x
         sets.append((q, kc, vc, md, d ** -0.5, None, None) + (() if kv == "f16" else (0.02, 0.02)))
     sel = ops.registry.select(ops.problem("paged_attention", *sets[0])).provider.name
+    ncalls = max(chain, nsets)  # calls per graph (graphed)
     if graphed:
-        calls = [sets[i % nsets] for i in range(max(chain, nsets))]
-        t = time_graph(lambda: [attend(*x) for x in calls], replays=iters, n_calls=len(calls))
+        calls = [sets[i % nsets] for i in range(ncalls)]
+        t = time_graph(lambda: [attend(*x) for x in calls], replays=iters, n_calls=ncalls)
     else:
         t = time_sets(lambda i: attend(*sets[i]), nsets, iters)
     got = attend(*sets[0])
@@ -71,7 +72,7 @@ def decode_row(kv, batch, ctx, hq, hk, d, bs=16, iters=30, attend=None, graphed=
     nbytes = 2 * batch * ctx * hk * d * s0[1].element_size()  # K and V bytes the kernel must read
     med = statistics.median(t) * 1e-6
     bw = nbytes / med
-    r = dict(kind="decode", timing=f"graph of {max(chain, nsets)} calls" if graphed else "launch", kv=kv, batch=batch, ctx=ctx, heads=f"{hq}/{hk}", d=d, block_size=bs, provider=sel,
+    r = dict(kind="decode", timing=f"graph of {ncalls} calls" if graphed else "launch", kv=kv, batch=batch, ctx=ctx, heads=f"{hq}/{hk}", d=d, block_size=bs, provider=sel,
              us=med * 1e6, us_min=min(t), us_max=max(t), bytes=nbytes, gbs=bw / 1e9, rel_err=err,
              v100_projected_us=nbytes / (V100_READ_GBPS * 1e9) * 1e6)
     del sets, got, want

@@ -21,7 +21,7 @@ from onecat.kernels import attention_ops
 from onecat.kernels.bench import copy_bandwidth
 
 sys.path.insert(0, "tools/gpu")
-from decode_attention_row import decode_row  # noqa: E402
+from decode_attention_row import CHAIN, decode_row  # noqa: E402
 
 ROWS = [(kv, b, ctx, 32, 8, 128) for kv in ("f16", "e4m3", "e5m2") for b, ctx in ((4, 8192), (4, 16384), (4, 32768),
                                                                                  (16, 8192), (8, 16384))]
@@ -60,7 +60,8 @@ def main() -> int:
         r["copy_gbs"] = copy
     if args.json:
         json.dump(dict(device=torch.cuda.get_device_name(0), copy_gbs=copy, rows=out), open(args.json, "w"), indent=1)
-    how = ("one CUDA graph of 32 calls cycling the KV sets (PDL, host-written metadata), events per replay / 32"
+    how = (f"one CUDA graph of {CHAIN} calls cycling the KV sets (PDL, host-written metadata), events per replay / "
+           f"{CHAIN}"
            if args.graphed else "CUDA events per launch")
     print(f"\ndecode attention, {torch.cuda.get_device_name(0)}, copy {copy:.0f} GB/s (mean of before/after); "
           f"{how}, KV rotated > 200 MB, median of 30 (min-max); measured")

@@ -27,7 +27,6 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
   p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), shi, nhi), d));
 }
 
-
 // A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
 // bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
 // benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,
@@ -52,4 +51,3 @@ ONECAT_DEVICE T ldg_pf(const T* p) {
 #endif
   return __ldg(p);
 }
-

@@ -140,7 +140,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   if (warp >= 4) {  // producer warp pw: every row of x for the steps st = s_begin + pw (mod P)
     const int pw = warp - 4;
     // lane (g, j = qd) loads pieces j of the 4 chunks of its row: 64 bytes of a row per 4 lanes, 8 lines per
-    // load instruction (16 with a lane per chunk: s23, 8% slower on gate_up)
+    // load instruction (16 with a lane per chunk: s24, 8% slower on gate_up)
     const __half* xp[RG];
 #pragma unroll
     for (int rg = 0; rg < RG; ++rg) {

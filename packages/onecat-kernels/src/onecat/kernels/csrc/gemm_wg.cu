@@ -42,6 +42,13 @@
 //    down, slower on qkv / o), x staged by the consumer warps (its proxy fence serialized each step on the
 //    loads in flight), W 1-5 steps ahead, 3 wgmma groups in flight, a tiled W layout (-5%): none lifted
 //    the per-block pace.
+//  * Where the step goes (s25, benchmarks/results/h200-2026-12-01-s25, gate_up GLU M 64: 58.7 us): the bare SS
+//    m64n64k16 pipeline takes 26.8 us (~1,260 FMA/clk/SM at N 64, mma.sync's rate), the dequantization alone
+//    28.6 and does not overlap the MMAs (both, no loads: 42.4), the x handoff adds 6-12, the loads ~10 (W from
+//    L2 saves only 4.5). ptxas puts every W load on one scoreboard, so the register ring's lead is ~1 step; W
+//    through a cp.async ring (3 steps truly in flight) was no faster (gate_up 63.9). More K splits lose
+//    (gate_up x2 74.7). Next: dequantization warpgroups writing A to shared memory for an SS MMA warpgroup,
+//    W by TMA.
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 

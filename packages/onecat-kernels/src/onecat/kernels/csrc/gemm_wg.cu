@@ -47,8 +47,9 @@
 //    28.6 and does not overlap the MMAs (both, no loads: 42.4), the x handoff adds 6-12, the loads ~10 (W from
 //    L2 saves only 4.5). ptxas puts every W load on one scoreboard, so the register ring's lead is ~1 step; W
 //    through a cp.async ring (3 steps truly in flight) was no faster (gate_up 63.9). More K splits lose
-//    (gate_up x2 74.7). Next: dequantization warpgroups writing A to shared memory for an SS MMA warpgroup,
-//    W by TMA.
+//    (gate_up x2 74.7). Dequantizing warpgroups writing A to shared memory for an SS-only MMA warpgroup, each
+//    loading its own W and x (warp-specialized-wd.diff there) were correct but 35-48% slower: a warp that fences
+//    keeps no load in flight across the fence. Next: that split with W / x by TMA (async proxy) into a ring.
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 

@@ -7,7 +7,12 @@ Timing as onecat.kernels.bench: CUDA events behind a queued sleep, rotating over
 > 160 MB so weights come from HBM. Table last.
 
     python3 tools/gpu/gemm_bench.py [--formats q4_0,q4_k] [--m 17,32] [--no-variants] [--rd-only] [--splits 1,2,4]
-        [--tiled] [--json out.json]
+        [--tiled] [--tiles w64,r32w] [--shapes 28672x4096] [--glu] [--no-cublas] [--json out.json]
+
+--tiles: time exactly these tiles (any of gemm_ops' GEMM / register-direct / wgmma tiles, experimental ones
+included) x --splits instead of the default variant list; every such output is checked against the
+reference and its error printed. --glu (with --tiles): the gate_up shape (N 28672) through the tiles' GLU
+entries (silu(gate) * up, as the engine runs decode batches), checked against the reference's silu_and_mul.
 
 --tiled (q4_0): also every decode tile x split on the GEMM-tiled layout (gemm_ops.tile_q4_0: each
 64-row tile's K-step contiguous), output checked bit-equal to the row-major kernel's; column "tiled".
@@ -37,6 +42,22 @@ def variants(fmt: str, m: int, k: int, rd: bool, rd_only: bool = False, splits=S
     return [(t, s) for t in tiles for s in splits]
 
 
+def variant_error(x, w, tile: str, splits: int, glu: bool, sub, want) -> float:
+    """Relative error of one tile x split (its GLU entry: against the reference's silu_and_mul) on the first
+    rows of the output (the plain GEMM) / of each half (the GLU: gate rows 0.., up rows N / 2..)."""
+    with cuda_ops.poison_outputs():
+        y = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=glu)
+    if not glu:
+        ref = want
+        got = y[:, :sub.shape[0]].double()
+    else:  # want covers rows 0..255 of W = gate rows only: the reference GLU needs the same up rows
+        n2 = w.shape[0] // 2
+        up = w.select_rows(slice(n2, n2 + sub.shape[0])).dequantize(torch.float64)
+        ref = ops.silu_and_mul(torch.cat([want.half(), (x.double() @ up.t()).half()], dim=1)).double()
+        got = y[:, :sub.shape[0]].double()
+    return float((got - ref).norm() / ref.norm())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--formats", default="q4_0,q4_k,q6_k,awq")
@@ -47,6 +68,10 @@ def main() -> int:
     ap.add_argument("--rd-only", action="store_true", help="variants: only the register-direct tiles (where they fit)")
     ap.add_argument("--tiled", action="store_true", help="q4_0: time the GEMM-tiled layout's kernels too")
     ap.add_argument("--splits", default=",".join(map(str, SPLITS)), help="K splits timed per tile")
+    ap.add_argument("--tiles", default="", help="time exactly these tiles x --splits (checked, errors printed)")
+    ap.add_argument("--shapes", default="", help="N x K list, e.g. 28672x4096,4096x14336 (default: all four)")
+    ap.add_argument("--glu", action="store_true", help="gate_up (N 28672) through the GLU entries")
+    ap.add_argument("--no-cublas", action="store_true", help="skip the cuBLAS fp16 baseline")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     t_start = time.time()
@@ -55,9 +80,15 @@ def main() -> int:
     device = f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs), torch {torch.__version__}"
     gen = torch.Generator("cuda").manual_seed(0)
     ms = [int(v) for v in args.m.split(",")]
+    shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")] if args.shapes else SHAPES
+    splits = tuple(int(v) for v in args.splits.split(","))
+    tiles = [t for t in args.tiles.split(",") if t]
+    for t in tiles:
+        if not (t in gemm_ops.RD_TILES or t in gemm_ops.WG_TILES or t in gemm_ops.GEMM_TILES):
+            raise SystemExit(f"--tiles: unknown tile {t!r}")
     rows = []
     cublas: dict[tuple[int, int, int], float] = {}
-    for n, k in SHAPES:  # cuBLAS fp16 baseline, once per shape and M
+    for n, k in ([] if args.no_cublas else shapes):  # cuBLAS fp16 baseline, once per shape and M
         w16 = [torch.randn(n, k, device="cuda", generator=gen).half() * k ** -0.5
                for _ in range(max(1, min(8, math.ceil(ROTATE_BYTES / (2 * n * k)))))]
         for m in ms:
@@ -65,7 +96,8 @@ def main() -> int:
             cublas[(n, k, m)] = statistics.median(time_sets(lambda i: x @ w16[i].t(), len(w16), args.iters))
         del w16
     for fmt in args.formats.split(","):
-        for n, k in SHAPES:
+        for n, k in shapes:
+            glu = args.glu and bool(tiles) and n == 28672  # (the default variants include tiles with no GLU entry)
             first = packed_gpu(n, k, fmt, gen)
             nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
             ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
@@ -85,20 +117,24 @@ def main() -> int:
                                             rd=sel == "cuda_pack_gemm_rd")  # the route's tiles (not the GEMV's)
                 best = (f"{shape[0]}x{shape[1]}", med)
                 timed = {}
+                errs = {}
                 if not args.no_variants and time.time() - t_start < args.budget:
-                    for tile, s in variants(fmt, m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only,
-                                            tuple(int(v) for v in args.splits.split(","))):
-                        if tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
-                            with cuda_ops.poison_outputs():
-                                yr = gemm_ops.gemm_launch(xs[0], ws[0], None, tile, s)
-                            e = float((yr[:, :sub.shape[0]].double() - want).norm() / want.norm())
+                    chosen = [(t, s) for t in tiles for s in splits] if tiles else variants(
+                        fmt, m, k, gemm_ops.rd_fits(fmt, k, xs[0].device), args.rd_only, splits)
+                    for tile, s in chosen:
+                        if tiles or tile in gemm_ops.RD_TILES:  # not the route's kernel: check it here too
+                            errs[f"{tile}x{s}"] = e = variant_error(xs[0], ws[0], tile, s, glu, sub, want)
                             if not e <= 1e-2:
-                                raise SystemExit(f"{tile}x{s} on {n}x{k} M={m}: rel err {e:.3g}")
-                        f = lambda i, tile=tile, s=s: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, s)  # noqa: E731
+                                raise SystemExit(f"{tile}x{s}{' glu' if glu else ''} on {n}x{k} M={m}: rel err {e:.3g}")
+                        f = lambda i, tile=tile, s=s: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, s, glu=glu)  # noqa: E731
                         t = statistics.median(time_sets(f, nsets, args.iters))
                         timed[f"{tile}x{s}"] = t
-                        if t < best[1]:
+                        if t < best[1] and not glu:
                             best = (f"{tile}x{s}", t)
+                if tiles:
+                    print(f"{fmt} {n}x{k} M {m}{' (GLU entries)' if glu else ''}: route {shape[0]}x{shape[1]} "
+                          f"{med:.1f} us (plain); " + ", ".join(f"{v} {t:.1f} us (err {errs[v]:.1e})"
+                                                               for v, t in timed.items()), flush=True)
                 tbest = ("-", math.nan)
                 if tws is not None:
                     for tile in gemm_ops.GEMM_TL_TILES:
@@ -112,13 +148,14 @@ def main() -> int:
                             timed[f"tl_{tile}x{s}"] = t
                             if not t >= tbest[1]:
                                 tbest = (f"{tile}x{s}", t)
-                cb = cublas[(n, k, m)]
+                cb = cublas.get((n, k, m), math.nan)
                 flops = 2 * m * n * k
                 rows.append(dict(format=fmt, n=n, k=k, m=m, provider=sel, shape=f"{shape[0]}x{shape[1]}", us=med,
                                  weight_bytes=first.nbytes, gbps=first.nbytes / med / 1e3, tflops=flops / med / 1e6,
                                  cublas_us=cb, cublas_tflops=flops / cb / 1e6, vs_cublas=cb / med, best=best[0],
-                                 best_us=best[1], tiled=tbest[0], tiled_us=tbest[1], variants=timed, rel_err=err, finite=finite))
-                print({k_: v for k_, v in rows[-1].items() if k_ != "variants"}, flush=True)
+                                 best_us=best[1], tiled=tbest[0], tiled_us=tbest[1], variants=timed, variant_errors=errs,
+                                 glu=glu, rel_err=err, finite=finite))
+                print({k_: v for k_, v in rows[-1].items() if k_ not in ("variants", "variant_errors")}, flush=True)
                 del xs
             del ws, tws, first, sub, wsub
             torch.cuda.empty_cache()

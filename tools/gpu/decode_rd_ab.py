@@ -6,6 +6,12 @@ the L2, CUDA events behind a queued sleep, median / min / max of 30, error again
 reference), % of the device copy bandwidth measured before and after in the same run.
 
     python tools/gpu/decode_rd_ab.py [--json OUT.json] [--graphed] [--kernels rd,rd_w1] [--rows 0,5]
+
+A kernel `rd_<form>p<N>` (e.g. rd_w4p2) forces the form and plans its partitions for N resident blocks
+per SM instead of the form's own count (split_kv_plan's one wave): fewer partitions than the SMs hold
+(N below it) leave slots for the next call's blocks; more (N above it) queue a second wave behind the
+first that fills the slowest blocks' tail (s26, benchmarks/results/h200-2026-12-01-s26: every such plan
+lost 9-45% to the route's on #5's and G3's rows).
 """
 
 from __future__ import annotations
@@ -37,14 +43,36 @@ KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_att
            **{f"rd_{f}": functools.partial(attention_ops.paged_attention_rd, form=f) for f in ("w4", "w1", "deep")}}
 
 
+def planned(form: str, per_sm: int):
+    """paged_attention_rd with `form` forced and its split planned for `per_sm` blocks per SM."""
+    def attend(query, key_cache, *rest, **kw):
+        key = (form, query.shape[-1])
+        saved = attention_ops.DECODE_RD_FORMS[key]
+        attention_ops.DECODE_RD_FORMS[key] = (*saved[:2], per_sm)
+        try:
+            return attention_ops.paged_attention_rd(query, key_cache, *rest, form=form, **kw)
+        finally:
+            attention_ops.DECODE_RD_FORMS[key] = saved
+    return attend
+
+
+def kernel(name: str):
+    if name in KERNELS:
+        return KERNELS[name]
+    form, _, n = name.removeprefix("rd_").rpartition("p")
+    if not name.startswith("rd_") or not n.isdigit() or form not in ("w4", "w1", "deep"):
+        raise SystemExit(f"unknown kernel {name!r}: one of {', '.join(KERNELS)} or rd_<w4|w1|deep>p<N>")
+    return planned(form, int(n))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
     ap.add_argument("--graphed", action="store_true", help="time each row as a decode graph runs it (decode_row graphed)")
-    ap.add_argument("--kernels", default="volta,rd,rd_w1", help=f"comma-separated, of {','.join(KERNELS)}")
+    ap.add_argument("--kernels", default="volta,rd,rd_w1", help=f"comma-separated, of {','.join(KERNELS)} or rd_<form>p<N>")
     ap.add_argument("--rows", default="", help="comma-separated row indices (default all)")
     args = ap.parse_args()
-    kernels = {k: KERNELS[k] for k in args.kernels.split(",")}
+    kernels = {k: kernel(k) for k in args.kernels.split(",")}
     rows = [ROWS[int(i)] for i in args.rows.split(",")] if args.rows else ROWS
     copy0 = copy_bandwidth()
     out = []

@@ -111,6 +111,12 @@ def test_disabled_by_environment(reg, monkeypatch):
     sel = reg.select(prob("sm90", k=64))
     assert sel.provider.name == "volta"
     assert sel.refused["hopper"] == sel.refused["ampere"] == ["disabled by $ONECAT_DISABLED_PROVIDERS"]
+    monkeypatch.setenv("ONECAT_DISABLED_PROVIDERS", "gemv:hopper,other_op:ampere")  # one op's provider only
+    reg.configure(priority={"gemv": ["hopper", "ampere", "volta"]})
+    sel = reg.select(prob("sm90", k=64))
+    assert sel.provider.name == "ampere" and sel.refused["hopper"] == ["disabled by $ONECAT_DISABLED_PROVIDERS"]
+    reg.configure(priority={"gemv": ["hopper", "ampere", "volta"]}, disabled=["gemv:hopper"])
+    assert reg.select(prob("sm90", k=64)).refused["hopper"] == ["disabled by configuration"]
     monkeypatch.setenv("ONECAT_DISABLED_PROVIDERS", REFERENCE)
     reg.configure(disabled=["volta", "hopper", "ampere"])
     assert reg.select(prob("sm90", k=64)).provider.name == REFERENCE  # never the reference

@@ -109,7 +109,8 @@ class AdmissionError(RuntimeError):
     pass
 
 
-DISABLED_ENV = "ONECAT_DISABLED_PROVIDERS"  # comma list of provider names refused on every problem
+# comma list of provider names refused on every problem, or `op:provider` refused on that op's only
+DISABLED_ENV = "ONECAT_DISABLED_PROVIDERS"
 
 
 def _env_disabled() -> set[str]:
@@ -159,11 +160,15 @@ class KernelRegistry:
         self.disabled = set(disabled or ())
         self.clear_cache()
 
-    def is_disabled(self, name: str) -> bool:
+    def is_disabled(self, name: str, op: str | None = None) -> bool:
         """Disabled by configure() or by the environment ($ONECAT_DISABLED_PROVIDERS, read when a
         problem is first selected: a provider found wrong on some machine is switched off without
-        a code or config change, e.g. in a benchmark's child processes)."""
-        return name != REFERENCE and (name in self.disabled or name in _env_disabled())
+        a code or config change, e.g. in a benchmark's child processes). Either list names a provider
+        everywhere, or `op:provider` for one op (an A/B of one fusion whose provider serves other ops)."""
+        if name == REFERENCE:
+            return False
+        names = self.disabled | _env_disabled()
+        return name in names or (op is not None and f"{op}:{name}" in names)
 
     def _check_op(self, op: str) -> None:
         if op not in self.ops:
@@ -232,8 +237,9 @@ class KernelRegistry:
             return Selection(problem, providers[pin], others)
         chosen = None
         for name in self.order(problem.op):
-            if self.is_disabled(name):
-                refused[name] = ["disabled by configuration" if name in self.disabled else f"disabled by ${DISABLED_ENV}"]
+            if self.is_disabled(name, problem.op):
+                conf = name in self.disabled or f"{problem.op}:{name}" in self.disabled
+                refused[name] = ["disabled by configuration" if conf else f"disabled by ${DISABLED_ENV}"]
                 continue
             if chosen is not None:
                 refused[name] = [f"lower priority than {chosen.name}"]

@@ -99,7 +99,7 @@ struct RopeIn {
 };
 
 // EPI_ROPE's epilogue for one warp's R rows (y already rounded to fp16 as linear's output): q and k
-// rows rotated in FP32 as rotary.cu does (pair j: cos_sin[pos][j], [rot / 2 + j]) on their first
+// rows rotated in FP32 by rope_pair as rotary.cu does (pair j: cos_sin[pos][j], [rot / 2 + j]) on their first
 // `rot` dims, then written where rope_dst says (unrotated pairs: c = 1, s = 0 is exact).
 template <int R>
 ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<R>& in, int n0, const float (&y)[R]) {
@@ -108,12 +108,12 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<
   if (e.neox && rotated) {  // pairs (r, r + R/2): rows j and j + rot / 2
 #pragma unroll
     for (int r = 0; r < R / 2; ++r) {
-      const float c = in.c[r], s = in.s[r], a = y[r], b = y[r + R / 2];
+      const float2 o = rope_pair(y[r], y[r + R / 2], in.c[r], in.s[r]);
       __half* d0 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r));
       __half* d1 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r + R / 2));
       if (d0) {
-        *d0 = __float2half_rn(a * c - b * s);
-        *d1 = __float2half_rn(b * c + a * s);
+        *d0 = __float2half_rn(o.x);
+        *d1 = __float2half_rn(o.y);
       }
     }
     return;
@@ -122,9 +122,9 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<
   for (int r = 0; r < R; r += 2) {  // GPT-J pairs (n0 + r, n0 + r + 1), or unrotated rows
     float a = y[r], b = y[r + 1];
     if (qk && !e.neox && off + r < e.rot) {
-      const float c = in.c[r / 2], s = in.s[r / 2];
-      a = y[r] * c - y[r + 1] * s;
-      b = y[r + 1] * c + y[r] * s;
+      const float2 o = rope_pair(y[r], y[r + 1], in.c[r / 2], in.s[r / 2]);
+      a = o.x;
+      b = o.y;
     }
     __half* d = rope_dst(out, e, in.slot, n0 + r);
     if (d) *reinterpret_cast<__half2*>(d) = __floats2half2_rn(a, b);

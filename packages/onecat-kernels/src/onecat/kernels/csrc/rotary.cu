@@ -4,7 +4,7 @@
 // (head, chunk) items of VEC halves.
 // Volta shape: VEC = 8 moves each chunk with one 128-bit load/store (r/2 or r multiple of 8);
 // VEC = 2 (half2) covers odd layouts. cos/sin come from an FP32 cache [max_pos, r] that stays in
-// L1/L2 across heads; the rotation itself is FP32 FMA.
+// L1/L2 across heads; the rotation itself is FP32 (common.cuh rope_pair: the GEMV / GEMM epilogues' bits).
 #include "common.cuh"
 
 template <int VEC, bool NEOX>
@@ -25,9 +25,9 @@ __device__ void rotate_head_chunk(__half* __restrict__ o, const __half* __restri
     load_vec<VEC>(x + half_r + i0, x2);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const float cv = cs[i0 + e], sv = cs[half_r + i0 + e];
-      o1[e] = x1[e] * cv - x2[e] * sv;
-      o2[e] = x2[e] * cv + x1[e] * sv;
+      const float2 o = rope_pair(x1[e], x2[e], cs[i0 + e], cs[half_r + i0 + e]);
+      o1[e] = o.x;
+      o2[e] = o.y;
     }
     store_vec<VEC>(o + i0, o1);
     store_vec<VEC>(o + half_r + i0, o2);
@@ -38,9 +38,9 @@ __device__ void rotate_head_chunk(__half* __restrict__ o, const __half* __restri
 #pragma unroll
     for (int p = 0; p < VEC / 2; ++p) {
       const int j = e0 / 2 + p;
-      const float cv = cs[j], sv = cs[half_r + j];
-      ov[2 * p] = v[2 * p] * cv - v[2 * p + 1] * sv;
-      ov[2 * p + 1] = v[2 * p + 1] * cv + v[2 * p] * sv;
+      const float2 o = rope_pair(v[2 * p], v[2 * p + 1], cs[j], cs[half_r + j]);
+      ov[2 * p] = o.x;
+      ov[2 * p + 1] = o.y;
     }
     store_vec<VEC>(o + e0, ov);
   }

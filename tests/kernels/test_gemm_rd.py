@@ -3,8 +3,8 @@ route of rms_norm_linear at 3..64 rows of q4_0 / q4_k / q6_k / awq on sm_80+; on
 wide matrices past 32 rows on the wgmma tile, csrc/gemm_wg.cu). CPU: admission on fake
 devices and refusal reasons, the tile / split-K choice, the launch per format (intercepted). GPU (marked
 `gpu`, and sm_80+): every tile and split against the float reference (ragged rows and N, AWQ groups of
-32 / 64 / 128), the GLU entries bit-equal to linear then silu_and_mul, the traced entries, the route
-incl. CUDA-graph replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+32 / 64 / 128), the GLU entries bit-equal to linear then silu_and_mul, the rotary entries bit-equal to
+linear then rotary_and_cache, the traced entries, the route incl. CUDA-graph replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,67 @@ def test_glu_epilogue_admission(any_nvrtc):
                       "silu_and_mul")
     assert any("the register-direct tiles take 3..64" in r for r in linear_fused_ops.supports_gemm_glu(
         dataclasses.replace(one, device="cuda", capability=(9, 0))))
+
+
+def _qkv_args(m, k, hq, hk, d, rot, kind="q4_0", neox=False, device="cpu", seed=0, bias=False, blocks=8, bs=16):
+    """rms_norm_qkv_rotary_cache's arguments: x, norm, eps, [q | k | v] weight, residual, bias, positions, head_dim,
+    cos_sin, neox, caches [blocks, bs, hk, d], slot_mapping (distinct slots, the last row a padding slot -1), heads."""
+    from onecat.kernels.reference import rope_cos_sin
+    gen = torch.Generator().manual_seed(seed)
+    n = (hq + 2 * hk) * d
+    w = random_packed(n, k, kind, gen, device)
+    x, res = (torch.randn(m, k, generator=gen).half().to(device) for _ in range(2))
+    norm = (torch.rand(k, generator=gen) + 0.5).half().to(device)
+    b = torch.randn(n, generator=gen).half().to(device) if bias else None
+    pos = torch.randint(0, 4096, (m,), generator=gen).to(device)
+    slots = torch.randperm(blocks * bs, generator=gen)[:m].to(device)
+    slots[-1] = -1
+    kc, vc = (torch.randn(blocks, bs, hk, d, generator=gen).half().to(device) for _ in range(2))
+    return [x, norm, 1e-5, w, res, b, pos, d, rope_cos_sin(d, rot, 4096, 10000.0).to(device), neox, kc, vc, slots,
+            hq, hk]
+
+
+def test_rope_epilogue_admission(any_nvrtc):
+    """rms_norm_qkv_rotary_cache at 3..64 rows on sm_80+, GPT-J rotary and an FP16 cache: cuda_pack_gemm_rd (the
+    norm, then the GEMM with the rotary + cache-write epilogue); one row keeps the normed GEMV, and NeoX pairs, an
+    FP8 cache, a V100 or a rotary width off the 8-column groups keep the unfused route, the report saying why."""
+    def select(args, cap=(9, 0), **override):
+        p = ops.problem("rms_norm_qkv_rotary_cache", *args)
+        params = dict(p.params) | override
+        return explain(dataclasses.replace(p, device="cuda", capability=cap, params=tuple(sorted(params.items()))))
+
+    args = _qkv_args(32, 256, 4, 2, 64, 64)
+    sel = select(args)
+    assert sel.provider.name == "cuda_pack_gemm_rd", sel.refused
+    assert any("the normed-input GEMV is for one row" in r for r in sel.refused["cuda_gemv_norm"])
+    assert select(_qkv_args(1, 256, 4, 2, 64, 64)).provider.name == "cuda_gemv_norm"
+    for sel, why in ((select(args, neox=True), "NeoX rotary: pairs (j, j + rot / 2) span column groups"),
+                     (select(args, kv_dtype="float8_e4m3fn"), "KV cache dtype float8_e4m3fn not float16"),
+                     (select(args, cap=(7, 0)), "capability 7.0 < 8.0"),
+                     (select(args, rotary_dim=36), "head_dim 64 / rotary_dim 36: not multiples of 8"),
+                     (select(args, pos_dtype="int32"), "positions / slot_mapping dtype int32 / int64 not int64")):
+        assert sel.provider.name == "unfused"
+        assert any(why in r for r in sel.refused["cuda_pack_gemm_rd"]), sel.refused["cuda_pack_gemm_rd"]
+
+
+def test_rope_launch(launches, monkeypatch):
+    """The _rope entry of the weight's format on the tile linear would take (r32w where the wgmma tile would):
+    the GEMM's arguments, then positions, slots, cos / sin, the caches and the sizes; q_size wide out."""
+    monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
+    monkeypatch.setattr(gemm_ops, "gemm_slots", lambda kind, device: (132, {"r32": 3, "r32w": 2, "w64": 1}))
+    x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = _qkv_args(40, 256, 4, 2, 64, 32)
+    rope = (pos, slots, cs, kc, vc, hq * d, hk * d, d, 32)
+    q = gemm_ops.linear_packed_gemm_rd(x, w, b, rope=rope)
+    (name, grid, args), = launches
+    assert q.shape == (40, hq * d) and name == "gemm_rd_q4_0_r32_rope" and grid == (512 // 64, 2, 1)
+    assert args[8:11] == (40, 512, 256) and args[5] == 0
+    assert args[13:18] == tuple(t.data_ptr() for t in (pos, slots, cs, kc, vc)) and args[18:] == (256, 128, 64, 32)
+    wide = random_packed(16448, 256, "q4_0", torch.Generator().manual_seed(1))
+    gemm_ops.linear_packed_gemm_rd(x, wide, rope=rope)
+    assert launches[1][0] == "gemm_rd_q4_0_r32w_rope"
+    with pytest.raises(ValueError, match="rotary epilogue: tile w64"):
+        gemm_ops.gemm_launch(x, wide, None, "w64", 1, rope=rope)
+    assert len(launches) == 2
 
 
 def test_gemm_shape_register_direct():
@@ -279,6 +340,52 @@ def test_register_direct_glu(kind):
         torch.cuda.synchronize()
         h, _ = ops.rms_norm(x, norm, 1e-5, res)
         assert torch.equal(out, ops.silu_and_mul(ops.linear(h, w))), i
+
+
+@gpu
+@needs_rd
+@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "q6_k", "awq"])
+def test_register_direct_rope(kind):
+    """The _rope entries give linear then rotary_and_cache bit for bit: q, and the k / v cache rows (a padding
+    slot's left untouched), ragged rows, partial rotary, bias, splits incl. uneven, every tile; the route
+    (llama3-8b's qkv at 32 rows) equals the unfused one, eager and under CUDA-graph replay."""
+    for m, k, hq, hk, d, rot, bias in ((17, 256, 4, 2, 64, 64, True), (40, 1280, 8, 2, 128, 64, False),
+                                       (3, 512, 2, 1, 64, 32, True), (64, 768, 6, 3, 128, 128, False)):
+        k += 256 if kind in ("q4_k", "q6_k") and k % 256 else 0
+        x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = _qkv_args(
+            m, k, hq, hk, d, rot, kind, device="cuda", seed=SEED + m, bias=bias)
+        qs, kvs = hq * d, hk * d
+        for tile in gemm_ops.rd_tiles(w.kind):
+            for splits in (1, 3):
+                y = gemm_ops.gemm_launch(x, w, b, tile, splits)
+                kw, vw = kc.clone(), vc.clone()
+                want = ops.rotary_and_cache(pos, y[:, :qs], y[:, qs:qs + kvs], y[:, qs + kvs:], d, cs, False, kw, vw,
+                                            slots)
+                kg, vg = kc.clone(), vc.clone()
+                with cuda_ops.poison_outputs():
+                    got = gemm_ops.gemm_launch(x, w, b, tile, splits, rope=(pos, slots, cs, kg, vg, qs, kvs, d, rot))
+                what = (kind, m, k, tile, splits)
+                assert torch.equal(got, want) and torch.equal(kg, kw) and torch.equal(vg, vw), what
+                assert not torch.equal(kg, kc), what  # the rows were written (and the padding one was not: kw)
+    x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = args = _qkv_args(
+        32, 4096, 32, 8, 128, 128, kind, device="cuda", seed=SEED, blocks=64)
+    p = ops.problem("rms_norm_qkv_rotary_cache", *args)
+    assert ops.registry.select(p).provider.name == "cuda_pack_gemm_rd"
+    unfused = ops.registry.providers["rms_norm_qkv_rotary_cache"]["unfused"].fn
+    kw, vw = kc.clone(), vc.clone()
+    want, want_res = unfused(*args[:10], kw, vw, *args[12:])
+    got, got_res = ops.rms_norm_qkv_rotary_cache(*args)
+    assert torch.equal(got, want) and torch.equal(got_res, want_res) and torch.equal(kc, kw) and torch.equal(vc, vw)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, _ = ops.rms_norm_qkv_rotary_cache(*args)
+    for i in range(2):
+        x.copy_(torch.randn(32, 4096, generator=torch.Generator().manual_seed(SEED + i)).half())
+        pos.add_(1)
+        g.replay()
+        torch.cuda.synchronize()
+        want, _ = unfused(*args[:10], kw, vw, *args[12:])
+        assert torch.equal(out, want) and torch.equal(kc, kw) and torch.equal(vc, vw), i
 
 
 @gpu

@@ -76,7 +76,16 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
             Case("q4_0 M=2 Hq=32 Hk=8 D=128 neox", (_randn(gen, 2, 4096), nw, 1e-5, random_packed(6144, 4096, "q4_0", gen, "cuda"),
                                                     _randn(gen, 2, 4096), None, torch.tensor([4000, 9], device="cuda"), 128,
                                                     rope_cos_sin(128, 128, 8192, 500000.0).cuda(), True, kc, vc,
-                                                    torch.tensor([517, 30], device="cuda"), 32, 8))]
+                                                    torch.tensor([517, 30], device="cuda"), 32, 8)),
+            # decode batches, GPT-J (GGUF llama): the register-direct GEMM with the rotary epilogue (sm_80+);
+            # a padding slot (-1) in the middle
+            Case("q4_0 M=32 Hq=32 Hk=8 D=128 gptj", (_randn(gen, 32, 4096), nw, 1e-5,
+                                                     random_packed(6144, 4096, "q4_0", gen, "cuda"),
+                                                     _randn(gen, 32, 4096), None,
+                                                     torch.randint(0, 8192, (32,), generator=gen).cuda(), 128,
+                                                     rope_cos_sin(128, 128, 8192, 500000.0).cuda(), False, kc, vc,
+                                                     torch.cat([torch.arange(100, 116), torch.tensor([-1]),
+                                                                torch.arange(700, 715)]).cuda(), 32, 8))]
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
     if op in ("silu_and_mul", "gelu_and_mul"):

@@ -142,8 +142,9 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
         assert int(reg) == compiled(source, 70).usage[name]["registers"], name
 
 
-# register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu): the routed tiles and their traced entries
-RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_GLU.values(), *gemm_ops._RD_TRACE.values()]}
+# register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu): the routed tiles (plain, GLU, rotary) and their traced entries
+RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_GLU.values(), *gemm_ops._RD_ROPE.values(),
+                       *gemm_ops._RD_TRACE.values()]}
 
 
 def test_register_direct_gemm_is_sm80_only(tmp_path):

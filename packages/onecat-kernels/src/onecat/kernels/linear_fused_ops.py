@@ -16,6 +16,11 @@ rotary_and_cache):
   batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
   (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no
   silu_and_mul launch and no [gate | up] activations in memory; the unfused route's bits.
+* `cuda_pack_gemm_rd` (rms_norm_qkv_rotary_cache, 3..64 rows, the register-direct formats on sm_80+, GPT-J
+  rotary, FP16 cache: decode batches' qkv on GGUF llama-family models): ops.rms_norm, then the register-direct
+  GEMM with the rotary epilogue (csrc/gemm_rd.cu _rope entries: q rotated into its output, k rotated and v
+  written into the paged cache), so no rotary_and_cache launch and no [q | k | v] in memory; the unfused
+  route's bits. NeoX pairs (j, j + rot / 2) fall in different 8-column groups (and tiles): unfused.
 * `cuda_gemv_glu` (rms_norm_linear with the activation, 2 rows of any packed format: a decode batch
   of two's gate_up): ops.rms_norm, then the two-row packed GEMV with the GLU behind (csrc/gemv_packed.cu
   _t2_glu entries), so no silu_and_mul launch; the unfused route's bits. (The norm fused in front as at
@@ -95,6 +100,34 @@ def supports_gemm_glu(p: Problem) -> list[str]:
     _need(r, all(gemm_ops.glu_fits(t, n) for t in ("r32", "r32w")),  # the tiles gemm_shape routes
           f"N={n}: the [gate | up] halves are not whole tiles (N / 2 % 64)")
     return r
+
+
+def supports_gemm_rope(p: Problem) -> list[str]:
+    """The register-direct GEMM's conditions, the norm's dtypes, and the rotary epilogue's: GPT-J pairs on
+    whole 8-column groups (head_dim and rotary_dim multiples of 8), int64 positions / slots, a float32
+    cos / sin cache and an FP16 paged cache of the kernel's layout."""
+    r = gemm_ops.supports_linear_packed_gemm_rd(p)
+    d, rd = p.param("head_dim"), p.param("rotary_dim")
+    _need(r, not p.param("neox"), "NeoX rotary: pairs (j, j + rot / 2) span column groups (the epilogue is GPT-J)")
+    _need(r, d % 8 == 0 and rd % 8 == 0 and rd <= d,
+          f"head_dim {d} / rotary_dim {rd}: not multiples of 8 (a thread's column group), or rotary_dim > head_dim")
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
+    _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
+          f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
+    _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
+    _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
+          "or the weight's rows not (Hq + 2 Hk) x D")
+    return r
+
+
+def rms_norm_qkv_rotary_cache_gemm(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
+                                   is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
+    h, res_out = _norm(x, norm_weight, eps, residual)
+    rope = (positions, slot_mapping, cos_sin_cache, key_cache, value_cache, num_heads * head_dim,
+            num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1])
+    return gemm_ops.linear_packed_gemm_rd(h, weight, bias, rope=rope), res_out
 
 
 def _need_glu_after_norm(r: list[str], p: Problem, epilogue: str, kernel: str) -> None:
@@ -194,9 +227,11 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
         # rms_norm_linear: between the one-row GEMV and the unfused route, the GLU forms for batches (the
         # register-direct GEMM's from 3 rows, the two-row GEMV's at 2)
-        reg.priority.setdefault(op, ["cuda_gemv_norm", *(["cuda_pack_gemm_rd", "cuda_gemv_glu"]
-                                                          if op == "rms_norm_linear" else []), "unfused"])
+        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_pack_gemm_rd",
+                                     *(["cuda_gemv_glu"] if op == "rms_norm_linear" else []), "unfused"])
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,
                           supports=supports_gemm_glu))
+    reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_qkv_rotary_cache", rms_norm_qkv_rotary_cache_gemm,
+                          available=available, supports=supports_gemm_rope))
     reg.register(Provider("cuda_gemv_glu", "rms_norm_linear", rms_norm_linear_gemv_glu, available=available,
                           supports=supports_gemv_glu))

@@ -2,8 +2,21 @@
 // tile staged in shared memory -> FP16 out (+ bias), or with split-K (gridDim.z = S > 1) the split's
 // FP32 partial to ws[z] and, in the tile's last block to arrive (a per-tile counter the caller keeps
 // zeroed; that block re-arms it), the sum of ws[0..S-1] in that fixed order (deterministic).
+// ROPE (gemm_rd.cu's _rope entries): the outputs are [q | k | v] of one token per row; q is rotated into
+// `out` ([M][q_size]), k rotated and v copied into their FP16 paged-cache rows (rope_store8).
 #pragma once
 #include "common.cuh"
+
+// ROPE's operands (unused otherwise): GPT-J pairs (2j, 2j + 1) of each head's first `rot` dims (rot % 8
+// == 0, so an 8-column group is rotated whole or not at all), cos_sin [max_pos][rot] (cos then sin).
+struct QkvRope {
+  const i64* positions;  // [M]
+  const i64* slots;      // [M]: the cache row of each token; < 0 is padding (q only)
+  const float* cos_sin;
+  __half* k_cache;       // [blocks, block_size, Hk, D]: slot-major rows of kv_size elements
+  __half* v_cache;
+  int q_size, kv_size, head_dim, rot;
+};
 
 // 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
 ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const float (&v)[8],
@@ -25,6 +38,60 @@ ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const fl
     for (int e = 0; e < 8; ++e)
       if (gn + e < N) orow[gn + e] = __float2half_rn(bias ? v[e] + __half2float(bias[gn + e]) : v[e]);
   }
+}
+
+// ROPE's inputs of a thread's I column groups (idx = t + i THREADS of the epilogue's loops), loaded as the
+// epilogue starts so that no store waits on them (position -> cos / sin is two dependent loads, ~2 us of a
+// split-K tile's merge when loaded where used): the row's cache slot and the group's 4 pairs' cos / sin.
+template <int I>
+struct RopeIn8 {
+  i64 slot[I];
+  float c[I][4], s[I][4];
+  template <int NV, int THREADS>
+  ONECAT_DEVICE void load(const QkvRope& e, int M, int m0, int n0, int t) {
+#pragma unroll
+    for (int i = 0; i < I; ++i) {
+      const int idx = t + i * THREADS, gm = min(m0 + idx / NV, M - 1), gn = n0 + (idx % NV) * 8;
+      const int off = gn % e.head_dim;
+      slot[i] = e.slots[gm];
+      const float* cs = e.cos_sin + (gn < e.q_size + e.kv_size && off < e.rot ? e.positions[gm] * e.rot : 0);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {  // (row 0's values where not rotated: read, never used)
+        c[i][p] = cs[min(off / 2 + p, e.rot / 2 - 1)];
+        s[i][p] = cs[min(e.rot / 2 + off / 2 + p, e.rot - 1)];
+      }
+    }
+  }
+};
+
+// ROPE: row gm's 8 outputs at column gn of [q | k | v] (+ bias, each rounded to FP16 first as linear's
+// output is, then rotated in FP32 by rope_pair as rotary.cu does: the unfused route's bits) to q_out's row or
+// the token's cache rows (slot; < 0: q only); c / s: the group's pairs' cos / sin. N, q_size, kv_size and
+// head_dim are multiples of 8, rot of 8 (the provider checks).
+ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int gm, int gn, float (&v)[8],
+                               const __half* __restrict__ bias, i64 slot, const float (&c)[4], const float (&s)[4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = __half2float(__float2half_rn(bias ? v[i] + __half2float(bias[gn + i]) : v[i]));
+  const bool is_q = gn < e.q_size, is_k = !is_q && gn < e.q_size + e.kv_size;
+  __half* dst;
+  if (is_q) {
+    dst = q_out + (i64)gm * e.q_size + gn;
+  } else {
+    if (slot < 0) return;
+    dst = is_k ? e.k_cache + slot * e.kv_size + (gn - e.q_size) : e.v_cache + slot * e.kv_size + (gn - e.q_size - e.kv_size);
+  }
+  if ((is_q || is_k) && gn % e.head_dim < e.rot) {  // q_size is whole heads: k's dims line up too
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 o = rope_pair(v[2 * p], v[2 * p + 1], c[p], s[p]);
+      v[2 * p] = o.x;
+      v[2 * p + 1] = o.y;
+    }
+  }
+  Half8 h;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h.h2[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(dst) = h.u;
 }
 
 // GLU tiles (gemm_rd.cu's _glu entries): a tile's first BN / 2 columns are gate rows, the rest the same
@@ -52,13 +119,20 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
 
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
-// GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..).
-template <int BM, int BN, int C_LD, int THREADS, bool GLU = false>
+// GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..). ROPE: N is the
+// [q | k | v] width, out q_size wide, `rope` the rest (rope_store8).
+template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false>
 ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
-                                 int t, unsigned& last_block, unsigned long long* tr = nullptr) {
+                                 int t, unsigned& last_block, unsigned long long* tr = nullptr,
+                                 const QkvRope& rope = QkvRope{}) {
+  static_assert(!(GLU && ROPE), "one epilogue");
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
+  constexpr int RI = ROPE ? BM * NV / THREADS : 1;  // ROPE: a thread's column groups
+  static_assert(!ROPE || BM * NV % THREADS == 0, "ROPE: every thread the same number of column groups");
+  RopeIn8<RI> rin;
+  if constexpr (ROPE) rin.template load<NV, THREADS>(rope, M, m0, n0, t);
   if (GLU && S == 1) {
     glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
 #pragma unroll
@@ -70,14 +144,29 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
     block_trace(tr, 4);
     return;
   }
+  auto staged = [&](int ml, int c, float (&v)[8]) {  // this block's own sums of row ml, columns c .. c + 7
+    const float4 lo = *reinterpret_cast<const float4*>(cs + ml * C_LD + c);
+    const float4 hi = *reinterpret_cast<const float4*>(cs + ml * C_LD + c + 4);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  };
+  if (ROPE && S == 1) {
+#pragma unroll
+    for (int i = 0; i < RI; ++i) {
+      const int idx = t + i * THREADS, ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      float v[8];
+      staged(ml, (idx % NV) * 8, v);
+      rope_store8(rope, out, gm, gn, v, bias, rin.slot[i], rin.c[i], rin.s[i]);
+    }
+    block_trace(tr, 4);
+    return;
+  }
   if (S == 1) {
     for (int idx = t; idx < BM * NV; idx += THREADS) {
       const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
       if (gm >= M || gn >= N) continue;
       float v[8];
-      const float4 lo = *reinterpret_cast<const float4*>(cs + ml * C_LD + (idx % NV) * 8);
-      const float4 hi = *reinterpret_cast<const float4*>(cs + ml * C_LD + (idx % NV) * 8 + 4);
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+      staged(ml, (idx % NV) * 8, v);
       store_out8(out + (i64)gm * N, gn, N, v, bias);
     }
     block_trace(tr, 4);
@@ -128,10 +217,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
     });
     return;
   }
-  for (int idx = t; idx < BM * NV; idx += THREADS) {
-    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-    if (gm >= M || gn >= N) continue;
-    float v[8];
+  auto summed = [&](int gm, int gn, float (&v)[8]) {  // the splits' sums of row gm, columns gn .. gn + 7
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = 0.f;
     // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
@@ -162,6 +248,23 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
           if (gn + e < N) v[e] += __ldcg(src + e);
       }
     }
-    store_out8(out + (i64)gm * N, gn, N, v, bias);
+  };
+  if constexpr (ROPE) {
+#pragma unroll
+    for (int i = 0; i < RI; ++i) {
+      const int idx = t + i * THREADS, gm = m0 + idx / NV, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      float v[8];
+      summed(gm, gn, v);
+      rope_store8(rope, out, gm, gn, v, bias, rin.slot[i], rin.c[i], rin.s[i]);
+    }
+  } else {
+    for (int idx = t; idx < BM * NV; idx += THREADS) {
+      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      float v[8];
+      summed(gm, gn, v);
+      store_out8(out + (i64)gm * N, gn, N, v, bias);
+    }
   }
 }

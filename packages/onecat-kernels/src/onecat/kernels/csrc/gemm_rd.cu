@@ -122,11 +122,12 @@ ONECAT_DEVICE void q4_k_word(unsigned v, const Q4kConsts& c, unsigned magic, uns
   p[3] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), c.ah, c.zh), c.d, c.e));
 }
 
-template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false>
+template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false, bool ROPE = false>
 __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ qh, const unsigned char* __restrict__ meta,
                         const __half* __restrict__ bias, float* __restrict__ ws, unsigned* __restrict__ counters,
-                        int M, int N, int K, int gchunks, int steps_per_split, unsigned long long* tr = nullptr) {
+                        int M, int N, int K, int gchunks, int steps_per_split, unsigned long long* tr = nullptr,
+                        const QkvRope& rope = QkvRope{}) {
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -346,7 +347,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
       *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
     }
   __syncthreads();
-  gemm_epilogue<BM, BN, C_LD, THREADS, GLU>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr);
+  gemm_epilogue<BM, BN, C_LD, THREADS, GLU, ROPE>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr, rope);
 }
 
 // gemm_rd_<format>_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's
@@ -356,22 +357,34 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 // loop done, 4 the tile (or split-K partial) stored, 5 the split-K count resolved, 6 block end.
 // _glu entries (gemm_ops.gemm_launch(glu=True)): W = [gate | up] (N rows), out = silu(gate) * up (N / 2
 // wide), a tile's features half gate rows, half the same up rows (N / 2 a multiple of BN / 2).
-#define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, TR, ...)                                   \
+// _rope entries (gemm_ops.gemm_launch(rope=...), linear_fused_ops' rms_norm_qkv_rotary_cache for decode
+// batches): W = [q | k | v] (N rows), out = q rotated ([M][q_size]), k rotated and v written into the FP16
+// paged cache (gemm_epilogue.cuh rope_store8: linear then rotary_and_cache, bit for bit); one launch
+// where the unfused route takes two (H200 s27, llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at
+// batch 32, busy per step -1.6% / -1.2% at batch 32 / 64; benchmarks/results/h200-2026-12-02-s27).
+#define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, TR, RA, ...)                          \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU>(out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, \
-                                              steps_per_split, TR);                                      \
+    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE>(out, x, q, qh, meta, bias, ws, counters, M, N, K,    \
+                                                    gchunks, steps_per_split, TR, RA);                   \
     block_trace(TR, 6);                                                                                  \
   }
+#define GEMM_RD_ROPE_PARAMS                                                                               \
+  , const i64 *positions, const i64 *slots, const float *cos_sin, __half *k_cache, __half *v_cache,      \
+      int q_size, int kv_size, int head_dim, int rot
+#define GEMM_RD_ROPE_ARGS QkvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot}
 #define GEMM_RD_FMT(FMT, F, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
-  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, nullptr, )                    \
-  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, nullptr, )
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, false, nullptr, QkvRope{}, )  \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, false, nullptr,          \
+                QkvRope{}, )                                                                              \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_rope, F, MT, NB, KS, PDW, PDX, PF, false, true, nullptr,         \
+                GEMM_RD_ROPE_ARGS, GEMM_RD_ROPE_PARAMS)
 #define GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF)                                                      \
   GEMM_RD_FMT(q4_0, F_Q4_0, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, trace, ,             \
-                unsigned long long* trace)
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, false, trace,       \
+                QkvRope{}, , unsigned long long* trace)
 #define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
   GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)    \
   GEMM_RD_FMT(awq, F_AWQ, TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q6_k, F_Q6_K, TILE, MT, NB, KS, PDW, PDX, PF)

@@ -82,13 +82,18 @@ def supports_gemv_norm_rope(p: Problem) -> list[str]:
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
+    _need_rope_cache(r, p)
+    return r
+
+
+def _need_rope_cache(r: list[str], p: Problem) -> None:
+    """The rotary + FP16 cache-write epilogues' inputs (the GEMV's and the GEMM's): dtypes and layouts."""
     _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
     _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
           f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
     _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
     _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
           "or the weight's rows not (Hq + 2 Hk) x D")
-    return r
 
 
 def supports_gemm_glu(p: Problem) -> list[str]:
@@ -113,12 +118,7 @@ def supports_gemm_rope(p: Problem) -> list[str]:
           f"head_dim {d} / rotary_dim {rd}: not multiples of 8 (a thread's column group), or rotary_dim > head_dim")
     _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
           f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
-    _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
-    _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
-          f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
-    _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
-    _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
-          "or the weight's rows not (Hq + 2 Hk) x D")
+    _need_rope_cache(r, p)
     return r
 
 

@@ -128,6 +128,10 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
                         const __half* __restrict__ bias, float* __restrict__ ws, unsigned* __restrict__ counters,
                         int M, int N, int K, int gchunks, int steps_per_split, unsigned long long* tr = nullptr,
                         const QkvRope& rope = QkvRope{}) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // mma.sync m16n8k16 is sm_80+: gemm_ops never admits these tiles below RD_MIN_CAPABILITY, so the
+             // sm_70 build is this trap alone (the body's registers there proved nothing and spilled)
+#else
   constexpr int THREADS = 128, BM = 16 * MT, WN = 8 * NB, BN = 4 * WN, BK = 128 * KS;
   constexpr int QS = 8 * KS + 2, PS = 4 * QS + 1;  // slots per lane block (padded), per row pair
   constexpr int SLOTS = BM / 2 * BK / 4;           // logical 16-byte slots of a step's x
@@ -348,6 +352,7 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
     }
   __syncthreads();
   gemm_epilogue<BM, BN, C_LD, THREADS, GLU, ROPE>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr, rope);
+#endif
 }
 
 // gemm_rd_<format>_<tile> (gemm_ops.RD_TILES): rows x features per block, K per step. The packed GEMM's

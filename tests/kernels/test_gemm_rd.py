@@ -4,7 +4,8 @@ wide matrices past 32 rows on the wgmma tile, csrc/gemm_wg.cu). CPU: admission o
 devices and refusal reasons, the tile / split-K choice, the launch per format (intercepted). GPU (marked
 `gpu`, and sm_80+): every tile and split against the float reference (ragged rows and N, AWQ groups of
 32 / 64 / 128), the GLU entries bit-equal to linear then silu_and_mul, the rotary entries bit-equal to
-linear then rotary_and_cache, the traced entries, the route incl. CUDA-graph replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+linear then rotary_and_cache, the traced entries, the route incl. CUDA-graph replay. Seed:
+$ONECAT_TEST_SEED, else random (printed on failure)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_rope_launch(launches, monkeypatch):
     monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
     monkeypatch.setattr(gemm_ops, "gemm_slots", lambda kind, device: (132, {"r32": 3, "r32w": 2, "w64": 1}))
     x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = _qkv_args(40, 256, 4, 2, 64, 32)
-    rope = (pos, slots, cs, kc, vc, hq * d, hk * d, d, 32)
+    rope = gemm_ops.RopeCache(pos, slots, cs, kc, vc, hq * d, hk * d, d, 32)
     q = gemm_ops.linear_packed_gemm_rd(x, w, b, rope=rope)
     (name, grid, args), = launches
     assert q.shape == (40, hq * d) and name == "gemm_rd_q4_0_r32_rope" and grid == (512 // 64, 2, 1)
@@ -141,6 +142,10 @@ def test_rope_launch(launches, monkeypatch):
     with pytest.raises(ValueError, match="rotary epilogue: tile w64"):
         gemm_ops.gemm_launch(x, wide, None, "w64", 1, rope=rope)
     assert len(launches) == 2
+    # the provider: the norm (here the CPU reference), then the same launch with its RopeCache
+    q, _ = linear_fused_ops.rms_norm_qkv_rotary_cache_gemm(x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots,
+                                                           hq, hk)
+    assert q.shape == (40, hq * d) and launches[2][0] == "gemm_rd_q4_0_r32_rope" and launches[2][2][13:] == args[13:]
 
 
 def test_gemm_shape_register_direct():
@@ -363,7 +368,8 @@ def test_register_direct_rope(kind):
                                             slots)
                 kg, vg = kc.clone(), vc.clone()
                 with cuda_ops.poison_outputs():
-                    got = gemm_ops.gemm_launch(x, w, b, tile, splits, rope=(pos, slots, cs, kg, vg, qs, kvs, d, rot))
+                    got = gemm_ops.gemm_launch(x, w, b, tile, splits, rope=gemm_ops.RopeCache(
+                        pos, slots, cs, kg, vg, qs, kvs, d, rot))
                 what = (kind, m, k, tile, splits)
                 assert torch.equal(got, want) and torch.equal(kg, kw) and torch.equal(vg, vw), what
                 assert not torch.equal(kg, kc), what  # the rows were written (and the padding one was not: kw)

@@ -47,7 +47,8 @@ STEP_RE = re.compile(r"onecat\.step\.([A-Za-z0-9_]+)\.(\d+)")
 # (the first matching pattern wins: the fused GEMVs' suffixes before the plain GEMV prefix)
 KERNEL_OPS = ((r"^gemv_.*_rn_rope$", "rms_norm_qkv_rotary_cache"), (r"^gemv_.*_rn(_glu)?$", "rms_norm_linear"),
               (r"^gemv_", "linear"), (r"^gemm_.*_rope$", "rms_norm_qkv_rotary_cache"),
-              (r"^gemm_.*_glu$", "rms_norm_linear"), (r"^gemm_", "linear"), (r"^attn_", "paged_attention"), (r"^rms_norm", "rms_norm"),
+              (r"^gemm_.*_glu$", "rms_norm_linear"), (r"^gemm_", "linear"), (r"^attn_", "paged_attention"),
+              (r"^rms_norm", "rms_norm"),
               (r"^rotary_cache_", "rotary_and_cache"), (r"^rotary_", "rotary_embedding"),
               (r"^silu_and_mul", "silu_and_mul"), (r"^gelu_", "gelu_and_mul"),
               (r"^reshape_and_cache", "reshape_and_cache"), (r"^argmax", "argmax"), (r"^sample", "sample"))

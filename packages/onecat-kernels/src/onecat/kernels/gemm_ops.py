@@ -88,9 +88,23 @@ _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=Tru
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
 _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # ... with the rotary + FP16 cache-write epilogue: W = [q | k | v], out = rotated q, k / v into the paged cache
-# (gemm_launch(rope=...): positions, slot_mapping, cos_sin, key_cache, value_cache, q_size, kv_size, head_dim, rot)
+# (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, then RopeCache's fields in order)
 _RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii" "pppppiiii", pdl=True)
             for f, t in _RD_ENTRIES}
+
+
+class RopeCache(NamedTuple):
+    """The _rope entries' operands: GPT-J rotary of q and k (int64 positions, float32 cos_sin [max_pos][rot]),
+    k and v written into FP16 paged caches [blocks, block_size, Hk, D] at int64 slots (< 0: padding)."""
+    positions: torch.Tensor
+    slots: torch.Tensor
+    cos_sin: torch.Tensor
+    key_cache: torch.Tensor
+    value_cache: torch.Tensor
+    q_size: int
+    kv_size: int
+    head_dim: int
+    rot: int
 
 
 # The wgmma tile (csrc/gemm_wg.cu, sm_90a: built and admitted on capability 9.0 only): 64 rows of x per
@@ -251,16 +265,15 @@ def glu_fits(tile: str, n: int) -> bool:
 
 
 def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None,
-                glu: bool = False, rope: tuple | None = None):
+                glu: bool = False, rope: RopeCache | None = None):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (register-direct tiles only): a
     contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
     timestamps (csrc common.cuh block_trace; tools/gpu/gemm_trace.py reads them). glu (register-direct
     tiles, no bias): `weight` is [gate | up] and the result silu(gate) * up, half as wide (the _glu
-    entries: as linear then silu_and_mul, bit for bit). rope (register-direct tiles; (positions, slot_mapping,
-    cos_sin_cache, key_cache, value_cache, q_size, kv_size, head_dim, rotary_dim), GPT-J pairs, FP16 cache):
-    `weight` is [q | k | v] and the result q rotated, k rotated and v written into the caches (the _rope
-    entries: as linear then rotary_and_cache, bit for bit)."""
+    entries: as linear then silu_and_mul, bit for bit). rope (register-direct tiles): `weight` is [q | k | v]
+    and the result q rotated, k rotated and v written into the caches (the _rope entries: as linear then
+    rotary_and_cache, bit for bit)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
     if m * k >= 1 << 31:  # the kernel offsets x in int32
@@ -271,7 +284,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     if rope is not None and not (tile in RD_TILES and not glu and not tiled and trace is None and n % 8 == 0):
         raise ValueError(f"packed GEMM rotary epilogue: tile {tile}, N={n}: needs a register-direct tile, N % 8 == 0, "
                          "no GLU, no trace")
-    out = _empty((*x.shape[:-1], rope[5] if rope is not None else n // 2 if glu else n), x.dtype, x.device)
+    out = _empty((*x.shape[:-1], rope.q_size if rope is not None else n // 2 if glu else n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
                                  and (weight.kind, tile) in _RD
                                  and (weight.kind != "awq" or rd_group_ok(weight.group_size))):
@@ -295,9 +308,14 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             cnt = split_counters(x.device, gx * gy)
             if cnt is None:
                 cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
-        kern = _GEMM_TL[tile] if tiled else (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD)[
-            (weight.kind, tile)] if tile in RD_TILES \
-            else (_WG_GLU if glu else _WG)[tile] if tile in WG_TILES else _GEMM[(weight.kind, tile)]
+        if tiled:
+            kern = _GEMM_TL[tile]
+        elif tile in RD_TILES:
+            kern = (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD)[(weight.kind, tile)]
+        elif tile in WG_TILES:
+            kern = (_WG_GLU if glu else _WG)[tile]
+        else:
+            kern = _GEMM[(weight.kind, tile)]
         extra = ()
         if rope is not None:
             extra = (*(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]))
@@ -322,7 +340,7 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
     return gemm_launch(x, weight, bias, tile, splits)
 
 
-def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False, rope: tuple | None = None):
+def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False, rope: RopeCache | None = None):
     """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized
     straight into the MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight, rope:
     rotary and the cache write of a [q | k | v] weight (gemm_launch). The rotary epilogue is on the

@@ -65,8 +65,7 @@ def supports_gemv_norm(p: Problem) -> list[str]:
     _need(r, act is None or n % 2 == 0, f"N={n} odd: not [gate | up]")
     _need(r, act is None or p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
     _need(r, p.param("contiguous", True) and p.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need_norm_dtypes(r, p)
     _need(r, p.param("norm_layout_ok", True), "x / residual / norm weight not contiguous, 16-byte aligned, of K elements")
     if fmt in _PACKED_NAMES and k % 32 == 0:
         shape = gemv_m1_shape(fmt.removeprefix("packed_"), n, k, normed=True)
@@ -84,6 +83,12 @@ def supports_gemv_norm_rope(p: Problem) -> list[str]:
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
     _need_rope_cache(r, p)
     return r
+
+
+def _need_norm_dtypes(r: list[str], p: Problem) -> None:
+    """The norm's inputs as every fused kernel here takes them: FP16 norm weight and residual (or none)."""
+    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
+          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
 
 
 def _need_rope_cache(r: list[str], p: Problem) -> None:
@@ -116,8 +121,7 @@ def supports_gemm_rope(p: Problem) -> list[str]:
     _need(r, not p.param("neox"), "NeoX rotary: pairs (j, j + rot / 2) span column groups (the epilogue is GPT-J)")
     _need(r, d % 8 == 0 and rd % 8 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 8 (a thread's column group), or rotary_dim > head_dim")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need_norm_dtypes(r, p)
     _need_rope_cache(r, p)
     return r
 
@@ -125,8 +129,8 @@ def supports_gemm_rope(p: Problem) -> list[str]:
 def rms_norm_qkv_rotary_cache_gemm(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     h, res_out = _norm(x, norm_weight, eps, residual)
-    rope = (positions, slot_mapping, cos_sin_cache, key_cache, value_cache, num_heads * head_dim,
-            num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1])
+    rope = gemm_ops.RopeCache(positions, slot_mapping, cos_sin_cache, key_cache, value_cache, num_heads * head_dim,
+                              num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1])
     return gemm_ops.linear_packed_gemm_rd(h, weight, bias, rope=rope), res_out
 
 
@@ -134,8 +138,7 @@ def _need_glu_after_norm(r: list[str], p: Problem, epilogue: str, kernel: str) -
     """The conditions of an rms_norm launch followed by a projection with the GLU behind."""
     _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: {epilogue} is silu_and_mul only")
     _need(r, p.param("bias") is None, f"bias with an activation: {kernel} takes none")
-    _need(r, p.param("norm_dtype") == "float16" and p.param("residual_dtype") in (None, "float16"),
-          f"norm weight / residual dtype {p.param('norm_dtype')} / {p.param('residual_dtype')} not float16")
+    _need_norm_dtypes(r, p)
 
 
 def _norm(x, norm_weight, eps, residual):

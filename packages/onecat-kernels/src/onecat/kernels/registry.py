@@ -165,10 +165,16 @@ class KernelRegistry:
         problem is first selected: a provider found wrong on some machine is switched off without
         a code or config change, e.g. in a benchmark's child processes). Either list names a provider
         everywhere, or `op:provider` for one op (an A/B of one fusion whose provider serves other ops)."""
+        return self._disabled_by(name, op) is not None
+
+    def _disabled_by(self, name: str, op: str | None) -> str | None:
+        """Why `name` (on `op`) is refused before being asked, or None: configuration, then environment."""
         if name == REFERENCE:
-            return False
-        names = self.disabled | _env_disabled()
-        return name in names or (op is not None and f"{op}:{name}" in names)
+            return None
+        keys = {name} | ({f"{op}:{name}"} if op is not None else set())
+        if keys & self.disabled:
+            return "disabled by configuration"
+        return f"disabled by ${DISABLED_ENV}" if keys & _env_disabled() else None
 
     def _check_op(self, op: str) -> None:
         if op not in self.ops:
@@ -237,9 +243,9 @@ class KernelRegistry:
             return Selection(problem, providers[pin], others)
         chosen = None
         for name in self.order(problem.op):
-            if self.is_disabled(name, problem.op):
-                conf = name in self.disabled or f"{problem.op}:{name}" in self.disabled
-                refused[name] = ["disabled by configuration" if conf else f"disabled by ${DISABLED_ENV}"]
+            why = self._disabled_by(name, problem.op)
+            if why:
+                refused[name] = [why]
                 continue
             if chosen is not None:
                 refused[name] = [f"lower priority than {chosen.name}"]

@@ -52,7 +52,6 @@ ONECAT_DEVICE void pin_pointer(T*& p) {
 }
 ONECAT_DEVICE void pin_int(int& v) { asm volatile("" : "+r"(v)); }
 
-// 8 halves moved as one 128-bit access (LDG.E.128 / STG.E.128).
 // One rotary pair (a, b) turned by (cos c, sin s): each output one product, then one FMA, written out so
 // that no compiler contraction choice differs between the kernels that rotate (rotary.cu, the GEMV and
 // GEMM epilogues): a fused route gives the unfused one's bits.
@@ -60,6 +59,7 @@ ONECAT_DEVICE float2 rope_pair(float a, float b, float c, float s) {
   return make_float2(__fmaf_rn(a, c, -__fmul_rn(b, s)), __fmaf_rn(b, c, __fmul_rn(a, s)));
 }
 
+// 8 halves moved as one 128-bit access (LDG.E.128 / STG.E.128).
 union Half8 {
   uint4 u;
   __half2 h2[4];

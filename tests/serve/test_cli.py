@@ -64,8 +64,9 @@ def test_overrides_reach_the_dataclasses():
     engine, server, kernels = to_configs(compose_with(
         ["+profile=smollm2", "serve.port=1234", "kv.block_size=32", "serve.api_key=k", "seed=7",
          "+kernels.pins.rms_norm=torch", "kernels.linear=torch", "kernels.disabled=[x]", "spec=ngram",
-         "spec.num_speculative_tokens=3"]))
+         "spec.num_speculative_tokens=3", "kv=fp8_e4m3"]))
     assert (engine.spec.method, engine.spec.num_speculative_tokens) == ("ngram", 3)  # reaches the engine
+    assert engine.cache.dtype == "float8_e4m3fn"  # the runner's cache dtype, by torch's name
     assert server.port == 1234 and server.api_key == "k" and engine.cache.block_size == 32 and engine.seed == 7
     assert kernels.pins == {"rms_norm": "torch"} and kernels.disabled == ["x"]
     assert kernels.all_pins() == {"rms_norm": "torch", "linear": "torch"}  # `kernels.<op>=` is a pin

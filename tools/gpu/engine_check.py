@@ -111,6 +111,8 @@ def main() -> int:
     ap.add_argument("--weights", choices=("dense", "q4_0", "q4_k", "q6_k", "awq"), default="dense")
     ap.add_argument("--layers", type=int, default=0, help="override the shape's layer count")
     ap.add_argument("--prompts", type=int, default=4, help="concurrent requests (prompt lengths cycle 7, 33, 130, 300)")
+    ap.add_argument("--kv", default="auto", help="the paged cache's dtype (CacheConfig.dtype; the CPU reference keeps "
+                    "the same cache dtype)")
     args = ap.parse_args()
     SPEC = SPECS[args.shape] if not args.layers else replace(SPECS[args.shape], num_layers=args.layers,
                                                                   layer_types=(), layer_sliding_window=())
@@ -123,7 +125,8 @@ def main() -> int:
     loaded, cpu_loaded = build_packed(args.weights) if args.weights != "dense" else (build("cuda", torch.float16), None)
     runs = {}
     for mode, eager in (("eager", True), ("graphs", False)):
-        cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager), cache=CacheConfig(num_blocks=256))
+        cfg = EngineConfig(model=ModelConfig(device="cuda", enforce_eager=eager),
+                           cache=CacheConfig(num_blocks=256, dtype=args.kv))
         runner = ModelRunner(cfg, loaded=loaded)
         print(f"{mode}: {runner.graph_status}")
         runs[mode] = greedy_ids(runner, prompts, args.max_tokens) + (runner,)
@@ -139,7 +142,7 @@ def main() -> int:
               f"scheduler not included, not a benchmark")
     del runs, loaded
     torch.cuda.empty_cache()
-    cpu = ModelRunner(EngineConfig(model=ModelConfig(device="cpu"), cache=CacheConfig(num_blocks=4)),
+    cpu = ModelRunner(EngineConfig(model=ModelConfig(device="cpu"), cache=CacheConfig(num_blocks=4, dtype=args.kv)),
                       loaded=cpu_loaded or build("cpu", torch.float32))
     checked = mismatched = 0
     for i, (p, o) in enumerate(zip(prompts, outs)):  # teacher-forced on the GPU's tokens: every position scores
@@ -154,7 +157,8 @@ def main() -> int:
             print(f"  mismatch: request {i} (prompt {len(p)}) token {j}: reference top-2 gap "
                   f"{top - top2.values[j, 1].item():.3f}, the GPU's token {top - got:.3f} below the top "
                   f"(logit scale {logits[j].abs().max().item():.1f})")
-    print(f"shape {args.shape} ({SPEC.num_layers} layers, {args.weights} projections, {len(prompts)} requests): "
+    print(f"shape {args.shape} ({SPEC.num_layers} layers, {args.weights} projections, {len(prompts)} requests, "
+          f"KV cache {args.kv}): "
           f"greedy tokens (CUDA graphs) vs CPU float32 reference: {checked} clear positions "
           f"checked, {mismatched} mismatched")
     print(f"greedy tokens with CUDA graphs == eager: {same}")

@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                          "print their kernel table and the idle gaps between kernels, without ncu")
     ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
     ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--kv", default="auto", help="the paged cache's dtype (CacheConfig.dtype: auto, float16, "
+                    "float8_e4m3fn, float8_e5m2, ...)")
     a = ap.parse_args(argv)
     cuda = a.device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     total = a.warmup + a.timed + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
     cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
-                       cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False),
+                       cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False, dtype=a.kv),
                        scheduler=SchedulerConfig(max_num_seqs=max(a.batch, 1),
                                                  max_num_batched_tokens=max(2048, a.batch * a.context)))
     loaded = None if a.model else build_generated(a.shape, a.weights, a.device, dtype)
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             step()
             times.append((time.perf_counter() - t) * 1e6)
     med = statistics.median(times)
-    print(f"decode step, batch {a.batch}, context {a.context}: median {med:.1f} us "
+    print(f"decode step, batch {a.batch}, context {a.context}, KV {runner.kv_dtype}: median {med:.1f} us "
           f"(min {min(times):.1f}, max {max(times):.1f}) over {len(times)} steps, "
           f"{'CUDA events' if cuda else 'host clock'}, not profiled")
     if cuda and a.timeline:

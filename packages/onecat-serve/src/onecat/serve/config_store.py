@@ -102,7 +102,8 @@ class QuantConfig:
 
 @dataclass
 class KVGroupConfig(CacheConfig):
-    """The `kv` group: the paged KV cache (CacheConfig's fields) plus its dtype and GDN state."""
+    """The `kv` group: the paged KV cache (CacheConfig's fields; its dtype in the configs' names, to_configs maps
+    them to torch's) plus the GDN state."""
 
     dtype: str = "auto"  # auto (= compute dtype) | float16 | float32 | bfloat16 | fp8_e4m3 | fp8_e5m2
     mamba_block_size: int | None = None  # GDN/Mamba state block (tokens); None: block_size
@@ -207,6 +208,7 @@ def to_configs(cfg: DictConfig | OnecatConfig) -> tuple[EngineConfig, ServerConf
     model = ModelConfig(**{f.name: getattr(c.model, f.name) for f in fields(ModelConfig)})
     model.dense = model.dense or c.quant.resident == "dequantized"  # one switch, two spellings
     cache = CacheConfig(**{f.name: getattr(c.kv, f.name) for f in fields(CacheConfig)})
+    cache.dtype = KV_DTYPES.get(cache.dtype, cache.dtype)  # kv=fp8_e4m3 -> float8_e4m3fn (auto stays auto)
     spec = EngineSpecConfig(**{f.name: getattr(c.spec, f.name) for f in fields(EngineSpecConfig)})
     engine = EngineConfig(model=model, cache=cache, scheduler=c.scheduler, spec=spec, seed=c.seed)
     return engine, c.serve, c.kernels

@@ -25,6 +25,7 @@ from .scheduler import SchedulerOutput
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+KV_DTYPES = {**DTYPES, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -42,6 +43,19 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of auto, {', '.join(DTYPES)}; got {name!r}")
     return DTYPES[name]
+
+
+def resolve_kv_dtype(name: str, compute: torch.dtype, device: torch.device) -> torch.dtype:
+    """CacheConfig.dtype -> the paged caches' torch dtype (auto: the compute dtype)."""
+    if name == "auto":
+        return compute
+    if name not in KV_DTYPES:
+        raise ValueError(f"cache dtype must be one of auto, {', '.join(KV_DTYPES)}; got {name!r}")
+    kv = KV_DTYPES[name]
+    if kv == torch.bfloat16 and device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
+        raise ValueError(f"cache dtype bfloat16 on {torch.cuda.get_device_name(device)}: no BF16 before sm_80; "
+                         "use float16 or an FP8 cache")
+    return kv
 
 
 def _lp(t):
@@ -68,6 +82,7 @@ class ModelRunner:
         self.config = config
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
+        self.kv_dtype = resolve_kv_dtype(config.cache.dtype, self.dtype, self.device)
         self.loaded = loaded or load_model(config.model.path, self.dtype, self.device, progress=progress,
                                                dense=config.model.dense)
         self.model, self.spec = self.loaded.model, self.loaded.spec
@@ -77,8 +92,8 @@ class ModelRunner:
         # on CUDA one spare block past num_blocks (no request owns it): CUDA-graph padding rows write there
         spare = 1 if self.device.type == "cuda" else 0
         shape = (self.num_blocks + spare, self.block_size, self.spec.num_kv_heads, self.spec.head_dim)
-        self.kv_caches = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
-                           torch.zeros(shape, dtype=self.dtype, device=self.device))
+        self.kv_caches = [(torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
+                           torch.zeros(shape, dtype=self.kv_dtype, device=self.device))
                           for _ in self.spec.attention_layers]
         self.generators: dict[str, torch.Generator] = {}
         self.seeds: dict[str, int] = {}
@@ -92,7 +107,7 @@ class ModelRunner:
         if cache.num_blocks:
             return cache.num_blocks
         per_block = (2 * len(self.spec.attention_layers) * self.block_size * self.spec.num_kv_heads
-                     * self.spec.head_dim * torch.empty((), dtype=self.dtype).element_size())
+                     * self.spec.head_dim * torch.empty((), dtype=self.kv_dtype).element_size())
         if self.device.type == "cuda":
             free, total = torch.cuda.mem_get_info(self.device)
             budget = free - (1 - cache.gpu_memory_utilization) * total
@@ -329,8 +344,8 @@ class ModelRunner:
         T, bs = len(token_ids), self.block_size
         nblk = -(-T // bs)
         shape = (nblk, bs, self.spec.num_kv_heads, self.spec.head_dim)
-        caches = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
-                   torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in self.spec.attention_layers]
+        caches = [(torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
+                   torch.zeros(shape, dtype=self.kv_dtype, device=self.device)) for _ in self.spec.attention_layers]
         md = self._metadata([0, T], [T], [list(range(nblk))], list(range(T)))
         ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
         hidden = self.model.forward(ids, torch.arange(T, device=self.device), caches, md)

@@ -102,9 +102,10 @@ def _qkv_args(m, k, hq, hk, d, rot, kind="q4_0", neox=False, device="cpu", seed=
 
 
 def test_rope_epilogue_admission(any_nvrtc):
-    """rms_norm_qkv_rotary_cache at 3..64 rows on sm_80+, GPT-J rotary and an FP16 cache: cuda_pack_gemm_rd (the
-    norm, then the GEMM with the rotary + cache-write epilogue); one row keeps the normed GEMV, and NeoX pairs, an
-    FP8 cache, a V100 or a rotary width off the 8-column groups keep the unfused route, the report saying why."""
+    """rms_norm_qkv_rotary_cache at 3..64 rows on sm_80+, GPT-J rotary and an FP16 or FP8 (E4M3 / E5M2) cache:
+    cuda_pack_gemm_rd (the norm, then the GEMM with the rotary + cache-write epilogue); one row keeps the normed
+    GEMV (either cache too), and NeoX pairs, another cache dtype, a V100 or a rotary width off the 8-column
+    groups keep the unfused route, the report saying why."""
     def select(args, cap=(9, 0), **override):
         p = ops.problem("rms_norm_qkv_rotary_cache", *args)
         params = dict(p.params) | override
@@ -115,8 +116,12 @@ def test_rope_epilogue_admission(any_nvrtc):
     assert sel.provider.name == "cuda_pack_gemm_rd", sel.refused
     assert any("the normed-input GEMV is for one row" in r for r in sel.refused["cuda_gemv_norm"])
     assert select(_qkv_args(1, 256, 4, 2, 64, 64)).provider.name == "cuda_gemv_norm"
+    for kv in ("float8_e4m3fn", "float8_e5m2"):  # FP8 caches: written by both epilogues
+        assert select(args, kv_dtype=kv).provider.name == "cuda_pack_gemm_rd"
+        assert select(_qkv_args(1, 256, 4, 2, 64, 64), kv_dtype=kv).provider.name == "cuda_gemv_norm"
     for sel, why in ((select(args, neox=True), "NeoX rotary: pairs (j, j + rot / 2) span column groups"),
-                     (select(args, kv_dtype="float8_e4m3fn"), "KV cache dtype float8_e4m3fn not float16"),
+                     (select(args, kv_dtype="bfloat16"), "KV cache dtype bfloat16 not float16 / float8_e4m3fn / "
+                                                         "float8_e5m2"),
                      (select(args, cap=(7, 0)), "capability 7.0 < 8.0"),
                      (select(args, rotary_dim=36), "head_dim 64 / rotary_dim 36: not multiples of 8"),
                      (select(args, pos_dtype="int32"), "positions / slot_mapping dtype int32 / int64 not int64")):
@@ -135,7 +140,14 @@ def test_rope_launch(launches, monkeypatch):
     (name, grid, args), = launches
     assert q.shape == (40, hq * d) and name == "gemm_rd_q4_0_r32_rope" and grid == (512 // 64, 2, 1)
     assert args[8:11] == (40, 512, 256) and args[5] == 0
-    assert args[13:18] == tuple(t.data_ptr() for t in (pos, slots, cs, kc, vc)) and args[18:] == (256, 128, 64, 32)
+    assert args[13:18] == tuple(t.data_ptr() for t in (pos, slots, cs, kc, vc)) and args[18:] == (256, 128, 64, 32, 0)
+    for code, dt in ((1, torch.float8_e4m3fn), (2, torch.float8_e5m2)):  # FP8 caches: the element code last
+        k8, v8 = kc.to(dt), vc.to(dt)
+        gemm_ops.linear_packed_gemm_rd(x, w, b, rope=gemm_ops.RopeCache(pos, slots, cs, k8, v8, hq * d, hk * d, d, 32))
+        assert launches.pop()[2][18:] == (256, 128, 64, 32, code)
+    with pytest.raises(ValueError, match="caches torch.float8_e4m3fn / torch.float16"):
+        gemm_ops.linear_packed_gemm_rd(x, w, b, rope=gemm_ops.RopeCache(pos, slots, cs, kc.to(torch.float8_e4m3fn), vc,
+                                                                         hq * d, hk * d, d, 32))
     wide = random_packed(16448, 256, "q4_0", torch.Generator().manual_seed(1))
     gemm_ops.linear_packed_gemm_rd(x, wide, rope=rope)
     assert launches[1][0] == "gemm_rd_q4_0_r32w_rope"
@@ -347,18 +359,27 @@ def test_register_direct_glu(kind):
         assert torch.equal(out, ops.silu_and_mul(ops.linear(h, w))), i
 
 
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """A cache's bytes (torch.equal has no FP8 kernel on every build)."""
+    return t.view(torch.uint8)
+
+
 @gpu
 @needs_rd
-@pytest.mark.parametrize("kind", ["q4_0", "q4_k", "q6_k", "awq"])
-def test_register_direct_rope(kind):
+@pytest.mark.parametrize("kind,kv", [("q4_0", torch.float16), ("q4_k", torch.float16), ("q6_k", torch.float16),
+                                     ("awq", torch.float16), ("q4_0", torch.float8_e4m3fn), ("q4_0", torch.float8_e5m2),
+                                     ("q6_k", torch.float8_e4m3fn)])
+def test_register_direct_rope(kind, kv):
     """The _rope entries give linear then rotary_and_cache bit for bit: q, and the k / v cache rows (a padding
-    slot's left untouched), ragged rows, partial rotary, bias, splits incl. uneven, every tile; the route
-    (llama3-8b's qkv at 32 rows) equals the unfused one, eager and under CUDA-graph replay."""
+    slot's left untouched; FP8 caches: the unfused cache write's bytes at scale 1), ragged rows, partial rotary,
+    bias, splits incl. uneven, every tile; the route (llama3-8b's qkv at 32 rows) equals the unfused one, eager
+    and under CUDA-graph replay."""
     for m, k, hq, hk, d, rot, bias in ((17, 256, 4, 2, 64, 64, True), (40, 1280, 8, 2, 128, 64, False),
                                        (3, 512, 2, 1, 64, 32, True), (64, 768, 6, 3, 128, 128, False)):
         k += 256 if kind in ("q4_k", "q6_k") and k % 256 else 0
         x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = _qkv_args(
             m, k, hq, hk, d, rot, kind, device="cuda", seed=SEED + m, bias=bias)
+        kc, vc = kc.to(kv), vc.to(kv)
         qs, kvs = hq * d, hk * d
         for tile in gemm_ops.rd_tiles(w.kind):
             for splits in (1, 3):
@@ -370,18 +391,21 @@ def test_register_direct_rope(kind):
                 with cuda_ops.poison_outputs():
                     got = gemm_ops.gemm_launch(x, w, b, tile, splits, rope=gemm_ops.RopeCache(
                         pos, slots, cs, kg, vg, qs, kvs, d, rot))
-                what = (kind, m, k, tile, splits)
-                assert torch.equal(got, want) and torch.equal(kg, kw) and torch.equal(vg, vw), what
-                assert not torch.equal(kg, kc), what  # the rows were written (and the padding one was not: kw)
+                what = (kind, kv, m, k, tile, splits)
+                assert torch.equal(got, want) and torch.equal(_bits(kg), _bits(kw)), what
+                assert torch.equal(_bits(vg), _bits(vw)), what
+                assert not torch.equal(_bits(kg), _bits(kc)), what  # rows written (the padding one not: kw)
     x, norm, eps, w, res, b, pos, d, cs, neox, kc, vc, slots, hq, hk = args = _qkv_args(
         32, 4096, 32, 8, 128, 128, kind, device="cuda", seed=SEED, blocks=64)
+    args[10], args[11] = kc, vc = kc.to(kv), vc.to(kv)
     p = ops.problem("rms_norm_qkv_rotary_cache", *args)
     assert ops.registry.select(p).provider.name == "cuda_pack_gemm_rd"
     unfused = ops.registry.providers["rms_norm_qkv_rotary_cache"]["unfused"].fn
     kw, vw = kc.clone(), vc.clone()
     want, want_res = unfused(*args[:10], kw, vw, *args[12:])
     got, got_res = ops.rms_norm_qkv_rotary_cache(*args)
-    assert torch.equal(got, want) and torch.equal(got_res, want_res) and torch.equal(kc, kw) and torch.equal(vc, vw)
+    assert torch.equal(got, want) and torch.equal(got_res, want_res)
+    assert torch.equal(_bits(kc), _bits(kw)) and torch.equal(_bits(vc), _bits(vw))
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out, _ = ops.rms_norm_qkv_rotary_cache(*args)
@@ -391,7 +415,7 @@ def test_register_direct_rope(kind):
         g.replay()
         torch.cuda.synchronize()
         want, _ = unfused(*args[:10], kw, vw, *args[12:])
-        assert torch.equal(out, want) and torch.equal(kc, kw) and torch.equal(vc, vw), i
+        assert torch.equal(out, want) and torch.equal(_bits(kc), _bits(kw)) and torch.equal(_bits(vc), _bits(vw)), i
 
 
 @gpu

@@ -127,3 +127,36 @@ def test_gemv_glu_is_the_unfused_route(kind):
                 got, got_res = lf.rms_norm_linear_gemv_glu(x, nw, 1e-5, w, r, None, "silu_and_mul")
             want, want_res = lf.rms_norm_linear_unfused(x, nw, 1e-5, w, r, None, "silu_and_mul")
             assert torch.equal(got, want) and torch.equal(got_res, want_res), f"{kind} N={n} res={r is not None} seed={SEED}"
+
+
+@gpu
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("kv", [torch.float16, torch.float8_e4m3fn, torch.float8_e5m2])
+def test_gemv_rope_writes_the_unfused_caches(kv, neox):
+    """The normed GEMV with the rotary + cache-write epilogue (cuda_gemv_norm, one row: batch-1 decode) gives the
+    unfused route's rotated q, residual and cache bytes, for FP16 and FP8 caches (scale 1), GPT-J and NeoX pairs;
+    a padding slot (-1) leaves the caches untouched."""
+    from onecat.kernels import linear_fused_ops as lf
+    from onecat.kernels import ops
+    from onecat.kernels.reference import rope_cos_sin
+    gen = torch.Generator().manual_seed(SEED)
+    hq, hk, d, k = 8, 2, 128, 1024
+    w = random_packed((hq + 2 * hk) * d, k, "q4_0", gen, "cuda")
+    x, res = (torch.randn(1, k, generator=gen).half().cuda() for _ in range(2))
+    nw = (1 + 0.1 * torch.randn(k, generator=gen)).half().cuda()
+    cs = rope_cos_sin(d, d, 4096, 10000.0).cuda()
+    kc, vc = (torch.randn(16, 16, hk, d, generator=gen).to(kv).cuda() for _ in range(2))
+    for slot in (37, -1):
+        args = (x, nw, 1e-5, w, res, None, torch.tensor([1234], device="cuda"), d, cs, neox)
+        tail = (torch.tensor([slot], device="cuda"), hq, hk)
+        assert ops.registry.select(ops.problem("rms_norm_qkv_rotary_cache", *args, kc, vc, *tail)).provider.name \
+            == "cuda_gemv_norm"
+        kw, vw, kg, vg = kc.clone(), vc.clone(), kc.clone(), vc.clone()
+        want, want_res = lf.rms_norm_qkv_rotary_cache_unfused(*args, kw, vw, *tail)
+        with cuda_ops.poison_outputs():
+            got, got_res = lf.rms_norm_qkv_rotary_cache_cuda(*args, kg, vg, *tail)
+        what = f"{kv} neox={neox} slot={slot} seed={SEED}"
+        assert torch.equal(got, want) and torch.equal(got_res, want_res), what
+        assert torch.equal(kg.view(torch.uint8), kw.view(torch.uint8)), what
+        assert torch.equal(vg.view(torch.uint8), vw.view(torch.uint8)), what
+        assert torch.equal(kg.view(torch.uint8), kc.view(torch.uint8)) == (slot < 0), what

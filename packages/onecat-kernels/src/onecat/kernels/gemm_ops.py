@@ -89,13 +89,19 @@ _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=Tru
 _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # ... with the rotary + FP16 cache-write epilogue: W = [q | k | v], out = rotated q, k / v into the paged cache
 # (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, then RopeCache's fields in order)
-_RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii" "pppppiiii", pdl=True)
+_RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii" "pppppiiiii", pdl=True)
             for f, t in _RD_ENTRIES}
+
+
+# the _rope entries' cache elements, numbered as csrc/attention_fp8.cuh's KV_F16 / KV_E4M3 / KV_E5M2
+ROPE_KV_CODES = {torch.float16: 0, torch.float8_e4m3fn: 1, torch.float8_e5m2: 2}
+ROPE_KV_DTYPES = tuple(str(d).removeprefix("torch.") for d in ROPE_KV_CODES)  # as problems name them
 
 
 class RopeCache(NamedTuple):
     """The _rope entries' operands: GPT-J rotary of q and k (int64 positions, float32 cos_sin [max_pos][rot]),
-    k and v written into FP16 paged caches [blocks, block_size, Hk, D] at int64 slots (< 0: padding)."""
+    k and v written into paged caches [blocks, block_size, Hk, D] at int64 slots (< 0: padding), FP16 or FP8
+    (E4M3 / E5M2 with scale 1: kv_code)."""
     positions: torch.Tensor
     slots: torch.Tensor
     cos_sin: torch.Tensor
@@ -105,6 +111,12 @@ class RopeCache(NamedTuple):
     kv_size: int
     head_dim: int
     rot: int
+
+    @property
+    def kv_code(self) -> int:
+        """The caches' element as csrc/attention_fp8.cuh numbers it: KV_F16 0, KV_E4M3 1, KV_E5M2 2."""
+        return ROPE_KV_CODES[self.key_cache.dtype]
+
 
 
 # The wgmma tile (csrc/gemm_wg.cu, sm_90a: built and admitted on capability 9.0 only): 64 rows of x per
@@ -284,6 +296,10 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     if rope is not None and not (tile in RD_TILES and not glu and not tiled and trace is None and n % 8 == 0):
         raise ValueError(f"packed GEMM rotary epilogue: tile {tile}, N={n}: needs a register-direct tile, N % 8 == 0, "
                          "no GLU, no trace")
+    if rope is not None and not (rope.key_cache.dtype in ROPE_KV_CODES
+                                 and rope.value_cache.dtype == rope.key_cache.dtype):
+        raise ValueError(f"packed GEMM rotary epilogue: caches {rope.key_cache.dtype} / {rope.value_cache.dtype} "
+                         "(needs both float16, float8_e4m3fn or float8_e5m2)")
     out = _empty((*x.shape[:-1], rope.q_size if rope is not None else n // 2 if glu else n), x.dtype, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
                                  and (weight.kind, tile) in _RD
@@ -318,7 +334,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
             kern = _GEMM[(weight.kind, tile)]
         extra = ()
         if rope is not None:
-            extra = (*(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]))
+            extra = (*(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]), rope.kv_code)
         if trace is not None:
             if tile not in RD_TILES or tiled or weight.kind != "q4_0":
                 raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} "

@@ -48,7 +48,7 @@ _PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[
 _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS, pdl=True)
         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
-                        _ARGS + "pppppiiiii", pdl=True)
+                        _ARGS + "pppppiiiiii", pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
@@ -75,8 +75,9 @@ def supports_gemv_norm(p: Problem) -> list[str]:
 
 
 def supports_gemv_norm_rope(p: Problem) -> list[str]:
-    """The normed-input GEMV's conditions, plus rotary and an FP16 cache write in its epilogue: a warp's
-    R (<= 4) rows hold whole rotation pairs, so head_dim and rotary_dim are multiples of 4."""
+    """The normed-input GEMV's conditions, plus rotary and the cache write in its epilogue (FP16 or FP8 E4M3 /
+    E5M2 caches, scale 1 as the op's): a warp's R (<= 4) rows hold whole rotation pairs, so head_dim and
+    rotary_dim are multiples of 4."""
     r = supports_gemv_norm(p)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
@@ -92,11 +93,12 @@ def _need_norm_dtypes(r: list[str], p: Problem) -> None:
 
 
 def _need_rope_cache(r: list[str], p: Problem) -> None:
-    """The rotary + FP16 cache-write epilogues' inputs (the GEMV's and the GEMM's): dtypes and layouts."""
+    """The rotary + cache-write epilogues' inputs (the GEMV's and the GEMM's): dtypes and layouts."""
     _need(r, p.param("cache_dtype") == "float32", f"cos_sin_cache dtype {p.param('cache_dtype')} not float32")
     _need(r, p.param("pos_dtype") == "int64" and p.param("slot_dtype") == "int64",
           f"positions / slot_mapping dtype {p.param('pos_dtype')} / {p.param('slot_dtype')} not int64")
-    _need(r, p.param("kv_dtype") == "float16", f"KV cache dtype {p.param('kv_dtype')} not float16 (FP8: unfused)")
+    _need(r, p.param("kv_dtype") in gemm_ops.ROPE_KV_DTYPES,
+          f"KV cache dtype {p.param('kv_dtype')} not {' / '.join(gemm_ops.ROPE_KV_DTYPES)}")
     _need(r, p.param("cache_layout_ok", True), "caches not contiguous [blocks, block_size, Hk, D] of one dtype, "
           "or the weight's rows not (Hq + 2 Hk) x D")
 
@@ -115,7 +117,7 @@ def supports_gemm_glu(p: Problem) -> list[str]:
 def supports_gemm_rope(p: Problem) -> list[str]:
     """The register-direct GEMM's conditions, the norm's dtypes, and the rotary epilogue's: GPT-J pairs on
     whole 8-column groups (head_dim and rotary_dim multiples of 8), int64 positions / slots, a float32
-    cos / sin cache and an FP16 paged cache of the kernel's layout."""
+    cos / sin cache and a paged cache of the kernel's layout, FP16 or FP8 (E4M3 / E5M2, scale 1 as the op's)."""
     r = gemm_ops.supports_linear_packed_gemm_rd(p)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, not p.param("neox"), "NeoX rotary: pairs (j, j + rot / 2) span column groups (the epilogue is GPT-J)")
@@ -201,7 +203,7 @@ def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, 
     return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, positions.data_ptr(),
                                 slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(),
                                 value_cache.data_ptr(), num_heads * head_dim, num_kv_heads * head_dim, head_dim,
-                                cos_sin_cache.shape[-1], int(is_neox))
+                                cos_sin_cache.shape[-1], int(is_neox), gemm_ops.ROPE_KV_CODES[key_cache.dtype])
 
 
 def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,

@@ -3,9 +3,9 @@
 // FP32 partial to ws[z] and, in the tile's last block to arrive (a per-tile counter the caller keeps
 // zeroed; that block re-arms it), the sum of ws[0..S-1] in that fixed order (deterministic).
 // ROPE (gemm_rd.cu's _rope entries): the outputs are [q | k | v] of one token per row; q is rotated into
-// `out` ([M][q_size]), k rotated and v copied into their FP16 paged-cache rows (rope_store8).
+// `out` ([M][q_size]), k rotated and v copied into their paged-cache rows, FP16 or FP8 (rope_store8).
 #pragma once
-#include "common.cuh"
+#include "attention_fp8.cuh"
 
 // ROPE's operands (unused otherwise): GPT-J pairs (2j, 2j + 1) of each head's first `rot` dims (rot % 8
 // == 0, so an 8-column group is rotated whole or not at all), cos_sin [max_pos][rot] (cos then sin).
@@ -13,9 +13,10 @@ struct QkvRope {
   const i64* positions;  // [M]
   const i64* slots;      // [M]: the cache row of each token; < 0 is padding (q only)
   const float* cos_sin;
-  __half* k_cache;       // [blocks, block_size, Hk, D]: slot-major rows of kv_size elements
+  __half* k_cache;       // [blocks, block_size, Hk, D]: slot-major rows of kv_size elements (FP8: bytes)
   __half* v_cache;
   int q_size, kv_size, head_dim, rot;
+  int kv;                // the caches' element: KV_F16, KV_E4M3 or KV_E5M2 (attention_fp8.cuh; scale 1)
 };
 
 // 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
@@ -67,18 +68,21 @@ struct RopeIn8 {
 // ROPE: row gm's 8 outputs at column gn of [q | k | v] (+ bias, each rounded to FP16 first as linear's
 // output is, then rotated in FP32 by rope_pair as rotary.cu does: the unfused route's bits) to q_out's row or
 // the token's cache rows (slot; < 0: q only); c / s: the group's pairs' cos / sin. N, q_size, kv_size and
-// head_dim are multiples of 8, rot of 8 (the provider checks).
+// head_dim are multiples of 8, rot of 8 (the provider checks). An FP8 cache gets fp8(the FP16 value) (scale 1,
+// rounded to nearest even, saturating: attention_cache.cu's bits for the rotated k / v it would be given).
 ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int gm, int gn, float (&v)[8],
                                const __half* __restrict__ bias, i64 slot, const float (&c)[4], const float (&s)[4]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = __half2float(__float2half_rn(bias ? v[i] + __half2float(bias[gn + i]) : v[i]));
   const bool is_q = gn < e.q_size, is_k = !is_q && gn < e.q_size + e.kv_size;
   __half* dst;
+  i64 off = 0;  // a cache row's element
   if (is_q) {
     dst = q_out + (i64)gm * e.q_size + gn;
   } else {
     if (slot < 0) return;
-    dst = is_k ? e.k_cache + slot * e.kv_size + (gn - e.q_size) : e.v_cache + slot * e.kv_size + (gn - e.q_size - e.kv_size);
+    dst = is_k ? e.k_cache : e.v_cache;
+    off = slot * e.kv_size + (gn - e.q_size - (is_k ? 0 : e.kv_size));
   }
   if ((is_q || is_k) && gn % e.head_dim < e.rot) {  // q_size is whole heads: k's dims line up too
 #pragma unroll
@@ -91,7 +95,18 @@ ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int
   Half8 h;
 #pragma unroll
   for (int i = 0; i < 4; ++i) h.h2[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-  *reinterpret_cast<uint4*>(dst) = h.u;
+  if (is_q || e.kv == KV_F16) {
+    *reinterpret_cast<uint4*>(dst + off) = h.u;
+    return;
+  }
+  uint2 b = make_uint2(0u, 0u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float x = __half2float(i & 1 ? __high2half(h.h2[i / 2]) : __low2half(h.h2[i / 2]));
+    const unsigned q8 = e.kv == KV_E4M3 ? float_to_fp8<KV_E4M3>(x) : float_to_fp8<KV_E5M2>(x);
+    (i < 4 ? b.x : b.y) |= q8 << (8 * (i % 4));
+  }
+  *reinterpret_cast<uint2*>(reinterpret_cast<unsigned char*>(dst) + off) = b;
 }
 
 // GLU tiles (gemm_rd.cu's _glu entries): a tile's first BN / 2 columns are gate rows, the rest the same

@@ -363,9 +363,9 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 // _glu entries (gemm_ops.gemm_launch(glu=True)): W = [gate | up] (N rows), out = silu(gate) * up (N / 2
 // wide), a tile's features half gate rows, half the same up rows (N / 2 a multiple of BN / 2).
 // _rope entries (gemm_ops.gemm_launch(rope=...), linear_fused_ops' rms_norm_qkv_rotary_cache for decode
-// batches): W = [q | k | v] (N rows), out = q rotated ([M][q_size]), k rotated and v written into the FP16
-// paged cache (gemm_epilogue.cuh rope_store8: linear then rotary_and_cache, bit for bit); one launch
-// where the unfused route takes two (H200 s27, llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at
+// batches): W = [q | k | v] (N rows), out = q rotated ([M][q_size]), k rotated and v written into the paged
+// cache, FP16 or FP8 (kv: KV_F16 / KV_E4M3 / KV_E5M2, scale 1) (gemm_epilogue.cuh rope_store8: linear then
+// rotary_and_cache, bit for bit); one launch where the unfused route takes two, three with FP8 (H200 s27, llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at
 // batch 32, busy per step -1.6% / -1.2% at batch 32 / 64; benchmarks/results/h200-2026-12-02-s27).
 #define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, TR, RA, ...)                          \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
@@ -378,8 +378,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
   }
 #define GEMM_RD_ROPE_PARAMS                                                                               \
   , const i64 *positions, const i64 *slots, const float *cos_sin, __half *k_cache, __half *v_cache,      \
-      int q_size, int kv_size, int head_dim, int rot
-#define GEMM_RD_ROPE_ARGS QkvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot}
+      int q_size, int kv_size, int head_dim, int rot, int kv
+#define GEMM_RD_ROPE_ARGS QkvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, kv}
 #define GEMM_RD_FMT(FMT, F, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
   GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, false, nullptr, QkvRope{}, )  \
   GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, false, nullptr,          \

@@ -32,7 +32,8 @@
 //    (a warp's first R / 2 rows from the gate half, the rest the same rows of the up half) and
 //    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (a warp's rows hold
 //    whole rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and
-//    v into their paged-cache rows.
+//    v into their paged-cache rows, FP16 or FP8 (E4M3 / E5M2 of the FP16 value, scale 1).
+#include "attention_fp8.cuh"
 #include "packed_formats.cuh"
 
 enum { EPI_NONE = 0, EPI_GLU = 1, EPI_ROPE = 2 };
@@ -46,9 +47,10 @@ struct GemvRope {  // EPI_ROPE: the rows are [q | k | v] of one token (unused ot
   const i64* positions;  // [1]
   const i64* slots;      // [1]: the cache row; < 0 is padding (q only)
   const float* cos_sin;  // [max_pos, rot]: cos then sin
-  __half* k_cache;       // [blocks, block_size, Hk, D] (slot-major rows of kv elements)
+  __half* k_cache;       // [blocks, block_size, Hk, D] (slot-major rows of kv elements; FP8: bytes)
   __half* v_cache;
   int q_size, kv_size, head_dim, rot, neox;
+  int kv;                // the caches' element: KV_F16, KV_E4M3 or KV_E5M2 (attention_fp8.cuh)
 };
 
 // EPI_ROPE's rows: a warp's R rows must hold whole rotation pairs. GPT-J pairs (2j, 2j + 1) are
@@ -63,12 +65,35 @@ ONECAT_DEVICE int rope_row(const GemvRope& e, int n0, int r) {
   return n0 - off + (off >> 1) + (r < R / 2 ? r : e.rot / 2 + r - R / 2);
 }
 
-// Where row n of [q | k | v] goes: q to `out`, k / v to their cache rows (null for a padding slot).
-ONECAT_DEVICE __half* rope_dst(__half* out, const GemvRope& e, i64 slot, int n) {
-  if (n < e.q_size) return out + n;
-  if (slot < 0) return nullptr;
-  return n < e.q_size + e.kv_size ? e.k_cache + slot * e.kv_size + (n - e.q_size)
-                                  : e.v_cache + slot * e.kv_size + (n - e.q_size - e.kv_size);
+// Rows n, n + 1 (P = 2; n even) or row n (P = 1) of [q | k | v], FP32 values: q to `out`, k / v to their cache
+// rows (nothing for a padding slot), rounded to FP16, FP8 caches then fp8 of that (attention_cache.cu's bits
+// for the FP16 k / v the unfused route would give it, scale 1).
+template <int P>
+ONECAT_DEVICE void rope_put(__half* out, const GemvRope& e, i64 slot, int n, float a, float b = 0.f) {
+  const __half2 h = __floats2half2_rn(a, b);
+  __half* dst = out + n;
+  i64 i = 0;
+  if (n >= e.q_size) {
+    if (slot < 0) return;
+    const bool k = n < e.q_size + e.kv_size;
+    dst = k ? e.k_cache : e.v_cache;
+    i = slot * e.kv_size + (n - e.q_size - (k ? 0 : e.kv_size));
+    if (e.kv != KV_F16) {
+      unsigned char* c = reinterpret_cast<unsigned char*>(dst) + i;
+      auto q8 = [&](__half v) {
+        return e.kv == KV_E4M3 ? float_to_fp8<KV_E4M3>(__half2float(v)) : float_to_fp8<KV_E5M2>(__half2float(v));
+      };
+      if constexpr (P == 2)
+        *reinterpret_cast<unsigned short*>(c) = (unsigned short)(q8(__low2half(h)) | (q8(__high2half(h)) << 8));
+      else
+        *c = (unsigned char)q8(__low2half(h));
+      return;
+    }
+  }
+  if constexpr (P == 2)
+    *reinterpret_cast<__half2*>(dst + i) = h;
+  else
+    dst[i] = __low2half(h);
 }
 
 // EPI_ROPE's inputs of one warp's R rows (R / 2 rotation pairs), loaded early so that the epilogue
@@ -109,12 +134,8 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<
 #pragma unroll
     for (int r = 0; r < R / 2; ++r) {
       const float2 o = rope_pair(y[r], y[r + R / 2], in.c[r], in.s[r]);
-      __half* d0 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r));
-      __half* d1 = rope_dst(out, e, in.slot, rope_row<R>(e, n0, r + R / 2));
-      if (d0) {
-        *d0 = __float2half_rn(o.x);
-        *d1 = __float2half_rn(o.y);
-      }
+      rope_put<1>(out, e, in.slot, rope_row<R>(e, n0, r), o.x);
+      rope_put<1>(out, e, in.slot, rope_row<R>(e, n0, r + R / 2), o.y);
     }
     return;
   }
@@ -126,8 +147,7 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<
       a = o.x;
       b = o.y;
     }
-    __half* d = rope_dst(out, e, in.slot, n0 + r);
-    if (d) *reinterpret_cast<__half2*>(d) = __floats2half2_rn(a, b);
+    rope_put<2>(out, e, in.slot, n0 + r, a, b);
   }
 }
 
@@ -506,10 +526,10 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope( \
       GEMV_RN_PARAMS, const i64* positions, const i64* slots, const float* cos_sin, __half* k_cache,    \
-      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox) {                      \
+      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox, int kv) {              \
     gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW>(                                                     \
         out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                \
-        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox});   \
+        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}); \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
 #define GEMV_PACKED_ALL(NAME, F) \

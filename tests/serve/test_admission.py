@@ -125,12 +125,13 @@ def test_kv_override_changes_what_is_admitted():
 
     a, b = decode_qkv(default), decode_qkv(fp8)
     assert "kv_dtype=float16" in a.problem and "kv_dtype=float8_e4m3fn" in b.problem
-    assert a.provider == "cuda_gemv_norm" and b.provider == "unfused"  # the FP8 cache write in its own kernels
-    assert "float8_e4m3fn" in " ".join(b.refused.get("cuda_gemv_norm", []))  # the fused FP16 epilogue refuses FP8
+    assert a.provider == b.provider == "cuda_gemv_norm"  # the fused epilogue writes FP8 caches too
     att = {r.problem for r in rows(fp8, "attention")}
     assert all("kv_dtype=float8_e4m3fn" in p for p in att)
     route = route_for("kv=fp8_e4m3")
-    assert route.kv_dtype == "float8_e4m3fn" and any("kv.dtype=fp8_e4m3" in u for u in route.unavailable)
+    assert route.kv_dtype == "float8_e4m3fn" and route.unavailable == []  # the engine allocates FP8 caches
+    other = route_for("kv.dtype=bfloat16", "model.dtype=float16")  # neither the compute dtype nor FP8
+    assert any("kv.dtype=bfloat16" in u for u in other.unavailable), other.unavailable
 
 
 def test_ngram_speculation_adds_verify_problems():

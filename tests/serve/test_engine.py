@@ -176,7 +176,7 @@ def test_fp8_kv_cache(llm, kv):
     """CacheConfig.dtype reaches the paged caches: FP8 K / V tensors (one byte an element, so 4x the float32
     cache's blocks in the same memory), written and read through the FP8 route (scale 1); the scores of a
     sequence stay near the float32 cache's (top-1 on >= 90% of positions), and the engine generates with it and
-    frees every block. An unknown dtype is refused by name."""
+    frees every block. An unknown dtype, or one that is neither the compute dtype nor FP8, is refused by name."""
     base = llm.engine.runner
     mem = CacheConfig(kv_cache_memory_gib=0.02)
     runner = ModelRunner(EngineConfig(cache=CacheConfig(kv_cache_memory_gib=0.02, dtype=kv)), loaded=base.loaded)
@@ -197,3 +197,5 @@ def test_fp8_kv_cache(llm, kv):
     assert all_blocks_free(eng)
     with pytest.raises(ValueError, match="cache dtype must be one of auto, .*float8_e4m3fn.*; got 'fp8'"):
         ModelRunner(EngineConfig(cache=CacheConfig(num_blocks=4, dtype="fp8")), loaded=base.loaded)
+    with pytest.raises(ValueError, match="cache dtype float16 with float32 compute: the caches are kept in"):
+        ModelRunner(EngineConfig(cache=CacheConfig(num_blocks=4, dtype="float16")), loaded=base.loaded)

@@ -76,7 +76,7 @@ def test_qwen38_27b_refuses_to_start_on_this_cpu_with_a_readable_list(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     err = r.stderr
     assert err.startswith("onecat-serve: refusing to start 'qwen38_27b' on this machine")
-    for needle in ("parallel.tp=4", "no dflash proposer", "Gated DeltaNet", "qwen3_next", "kv.dtype=fp8_e4m3",
+    for needle in ("parallel.tp=4", "no dflash proposer", "Gated DeltaNet", "qwen3_next",
                    "needs 4 CUDA GPU(s)", "no gated_delta_rule op", "plan=true"):
         assert needle in err, needle
     assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,7 @@ class CacheConfig:
     kv_cache_memory_gib: float = 1.0  # CPU: memory given to the KV cache when num_blocks is unset
     gpu_memory_utilization: float = 0.8
     enable_prefix_caching: bool = True
-    # the paged K / V tensors' element: auto (the compute dtype) | float16 | float32 | bfloat16 | float8_e4m3fn |
+    # the paged K / V tensors' element: auto (the compute dtype, or that dtype by name) | float8_e4m3fn |
     # float8_e5m2 (FP8: stored as fp8(x), scale 1; decoded by the attention kernels, in software on Volta)
     dtype: str = "auto"
 

@@ -45,16 +45,17 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return DTYPES[name]
 
 
-def resolve_kv_dtype(name: str, compute: torch.dtype, device: torch.device) -> torch.dtype:
-    """CacheConfig.dtype -> the paged caches' torch dtype (auto: the compute dtype)."""
+def resolve_kv_dtype(name: str, compute: torch.dtype) -> torch.dtype:
+    """CacheConfig.dtype -> the paged caches' torch dtype: the compute dtype (auto) or FP8 (E4M3 / E5M2, written
+    as fp8(x), scale 1); the model code writes and reads its caches in no other."""
     if name == "auto":
         return compute
     if name not in KV_DTYPES:
         raise ValueError(f"cache dtype must be one of auto, {', '.join(KV_DTYPES)}; got {name!r}")
     kv = KV_DTYPES[name]
-    if kv == torch.bfloat16 and device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
-        raise ValueError(f"cache dtype bfloat16 on {torch.cuda.get_device_name(device)}: no BF16 before sm_80; "
-                         "use float16 or an FP8 cache")
+    if kv != compute and kv.itemsize != 1:
+        raise ValueError(f"cache dtype {name} with {str(compute).removeprefix('torch.')} compute: the caches are "
+                         "kept in the compute dtype (auto) or FP8 (float8_e4m3fn, float8_e5m2)")
     return kv
 
 
@@ -82,7 +83,7 @@ class ModelRunner:
         self.config = config
         self.device = resolve_device(config.model.device)
         self.dtype = resolve_dtype(config.model.dtype, self.device)
-        self.kv_dtype = resolve_kv_dtype(config.cache.dtype, self.dtype, self.device)
+        self.kv_dtype = resolve_kv_dtype(config.cache.dtype, self.dtype)
         self.loaded = loaded or load_model(config.model.path, self.dtype, self.device, progress=progress,
                                                dense=config.model.dense)
         self.model, self.spec = self.loaded.model, self.loaded.spec

@@ -19,8 +19,9 @@ $(VENV)/.setup-done: requirements/*.txt packages/*/pyproject.toml
 serve: setup
 	$(VENV)/bin/onecat-serve $(ARGS)
 
+# two workers, one test file at a time each (module fixtures and the sm_70 gate's compiles stay in one process)
 test: setup
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadfile $(ARGS)
 
 clean:
 	rm -rf $(VENV)

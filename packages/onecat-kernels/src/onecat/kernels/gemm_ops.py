@@ -87,8 +87,8 @@ _RD_ENTRIES = [(f, t) for f in RD_FORMATS for t in RD_TILES if f == "q4_0" or t 
 _RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
 _RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
-# ... with the rotary + FP16 cache-write epilogue: W = [q | k | v], out = rotated q, k / v into the paged cache
-# (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, then RopeCache's fields in order)
+# ... with the rotary + cache-write epilogue: W = [q | k | v], out = rotated q, k / v into the FP16 or FP8 paged
+# cache (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, then RopeCache's fields in order, then its kv_code)
 _RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii" "pppppiiiii", pdl=True)
             for f, t in _RD_ENTRIES}
 
@@ -116,7 +116,6 @@ class RopeCache(NamedTuple):
     def kv_code(self) -> int:
         """The caches' element as csrc/attention_fp8.cuh numbers it: KV_F16 0, KV_E4M3 1, KV_E5M2 2."""
         return ROPE_KV_CODES[self.key_cache.dtype]
-
 
 
 # The wgmma tile (csrc/gemm_wg.cu, sm_90a: built and admitted on capability 9.0 only): 64 rows of x per

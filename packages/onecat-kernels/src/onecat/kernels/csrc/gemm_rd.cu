@@ -365,8 +365,9 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 // _rope entries (gemm_ops.gemm_launch(rope=...), linear_fused_ops' rms_norm_qkv_rotary_cache for decode
 // batches): W = [q | k | v] (N rows), out = q rotated ([M][q_size]), k rotated and v written into the paged
 // cache, FP16 or FP8 (kv: KV_F16 / KV_E4M3 / KV_E5M2, scale 1) (gemm_epilogue.cuh rope_store8: linear then
-// rotary_and_cache, bit for bit); one launch where the unfused route takes two, three with FP8 (H200 s27, llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at
-// batch 32, busy per step -1.6% / -1.2% at batch 32 / 64; benchmarks/results/h200-2026-12-02-s27).
+// rotary_and_cache, bit for bit); one launch where the unfused route takes two, three with FP8 (H200 s27,
+// llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at batch 32, busy per step -1.6% / -1.2% at batch
+// 32 / 64; benchmarks/results/h200-2026-12-02-s27; E4M3 steps -4.3% at batch 32, s28).
 #define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, TR, RA, ...)                          \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \

@@ -16,14 +16,8 @@ __device__ void cache_fp8_body(unsigned char* __restrict__ kc, unsigned char* __
     Half8 hk, hv;
     hk.u = *reinterpret_cast<const uint4*>(key + t * k_stride + i * 8);
     hv.u = *reinterpret_cast<const uint4*>(value + t * v_stride + i * 8);
-    unsigned int bk[2] = {0u, 0u}, bv[2] = {0u, 0u};
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      bk[j / 4] |= float_to_fp8<KV>(__fdiv_rn(__half2float(hk.h[j]), k_scale)) << (8 * (j % 4));
-      bv[j / 4] |= float_to_fp8<KV>(__fdiv_rn(__half2float(hv.h[j]), v_scale)) << (8 * (j % 4));
-    }
-    *reinterpret_cast<uint2*>(kc + slot * row + i * 8) = make_uint2(bk[0], bk[1]);
-    *reinterpret_cast<uint2*>(vc + slot * row + i * 8) = make_uint2(bv[0], bv[1]);
+    *reinterpret_cast<uint2*>(kc + slot * row + i * 8) = half8_to_fp8<KV>(hk, k_scale);
+    *reinterpret_cast<uint2*>(vc + slot * row + i * 8) = half8_to_fp8<KV>(hv, v_scale);
   }
 }
 

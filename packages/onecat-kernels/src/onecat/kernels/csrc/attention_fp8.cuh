@@ -58,3 +58,25 @@ ONECAT_DEVICE unsigned int float_to_fp8(float x) {
   }
   return sign | r;
 }
+
+// The same byte for a cache whose element is known at run time only (kv: KV_E4M3 or KV_E5M2): the fused
+// qkv + rotary epilogues (gemm_epilogue.cuh rope_store8, gemv_packed.cu rope_put).
+ONECAT_DEVICE unsigned int float_to_fp8(int kv, float x) {
+  return kv == KV_E4M3 ? float_to_fp8<KV_E4M3>(x) : float_to_fp8<KV_E5M2>(x);
+}
+
+// 8 halves -> 8 FP8 bytes fp8(h[j] / scale), byte j = element j: what attention_cache.cu stores for a row's
+// 8 elements, and what the fused epilogues store with scale 1 (x / 1 is x: the division is skipped there).
+template <int KV>
+ONECAT_DEVICE uint2 half8_to_fp8(const Half8& h, float scale) {
+  uint2 b = make_uint2(0u, 0u);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float x = __half2float(h.h[j]);
+    (j < 4 ? b.x : b.y) |= float_to_fp8<KV>(scale == 1.f ? x : __fdiv_rn(x, scale)) << (8 * (j % 4));
+  }
+  return b;
+}
+ONECAT_DEVICE uint2 half8_to_fp8(int kv, const Half8& h, float scale) {
+  return kv == KV_E4M3 ? half8_to_fp8<KV_E4M3>(h, scale) : half8_to_fp8<KV_E5M2>(h, scale);
+}

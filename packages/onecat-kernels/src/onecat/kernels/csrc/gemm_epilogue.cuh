@@ -68,8 +68,8 @@ struct RopeIn8 {
 // ROPE: row gm's 8 outputs at column gn of [q | k | v] (+ bias, each rounded to FP16 first as linear's
 // output is, then rotated in FP32 by rope_pair as rotary.cu does: the unfused route's bits) to q_out's row or
 // the token's cache rows (slot; < 0: q only); c / s: the group's pairs' cos / sin. N, q_size, kv_size and
-// head_dim are multiples of 8, rot of 8 (the provider checks). An FP8 cache gets fp8(the FP16 value) (scale 1,
-// rounded to nearest even, saturating: attention_cache.cu's bits for the rotated k / v it would be given).
+// head_dim are multiples of 8, rot of 8 (the provider checks). An FP8 cache gets fp8(the FP16 value) by
+// attention_fp8.cuh half8_to_fp8 at scale 1: attention_cache.cu's code, so its bytes for the rotated k / v.
 ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int gm, int gn, float (&v)[8],
                                const __half* __restrict__ bias, i64 slot, const float (&c)[4], const float (&s)[4]) {
 #pragma unroll
@@ -99,14 +99,7 @@ ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int
     *reinterpret_cast<uint4*>(dst + off) = h.u;
     return;
   }
-  uint2 b = make_uint2(0u, 0u);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float x = __half2float(i & 1 ? __high2half(h.h2[i / 2]) : __low2half(h.h2[i / 2]));
-    const unsigned q8 = e.kv == KV_E4M3 ? float_to_fp8<KV_E4M3>(x) : float_to_fp8<KV_E5M2>(x);
-    (i < 4 ? b.x : b.y) |= q8 << (8 * (i % 4));
-  }
-  *reinterpret_cast<uint2*>(reinterpret_cast<unsigned char*>(dst) + off) = b;
+  *reinterpret_cast<uint2*>(reinterpret_cast<unsigned char*>(dst) + off) = half8_to_fp8(e.kv, h, 1.f);
 }
 
 // GLU tiles (gemm_rd.cu's _glu entries): a tile's first BN / 2 columns are gate rows, the rest the same

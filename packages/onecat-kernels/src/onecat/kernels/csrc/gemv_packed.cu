@@ -66,8 +66,8 @@ ONECAT_DEVICE int rope_row(const GemvRope& e, int n0, int r) {
 }
 
 // Rows n, n + 1 (P = 2; n even) or row n (P = 1) of [q | k | v], FP32 values: q to `out`, k / v to their cache
-// rows (nothing for a padding slot), rounded to FP16, FP8 caches then fp8 of that (attention_cache.cu's bits
-// for the FP16 k / v the unfused route would give it, scale 1).
+// rows (nothing for a padding slot), rounded to FP16, FP8 caches then fp8 of that (attention_fp8.cuh's
+// float_to_fp8, as attention_cache.cu at scale 1 for the FP16 k / v the unfused route would give it).
 template <int P>
 ONECAT_DEVICE void rope_put(__half* out, const GemvRope& e, i64 slot, int n, float a, float b = 0.f) {
   const __half2 h = __floats2half2_rn(a, b);
@@ -80,9 +80,7 @@ ONECAT_DEVICE void rope_put(__half* out, const GemvRope& e, i64 slot, int n, flo
     i = slot * e.kv_size + (n - e.q_size - (k ? 0 : e.kv_size));
     if (e.kv != KV_F16) {
       unsigned char* c = reinterpret_cast<unsigned char*>(dst) + i;
-      auto q8 = [&](__half v) {
-        return e.kv == KV_E4M3 ? float_to_fp8<KV_E4M3>(__half2float(v)) : float_to_fp8<KV_E5M2>(__half2float(v));
-      };
+      auto q8 = [&](__half v) { return float_to_fp8(e.kv, __half2float(v)); };
       if constexpr (P == 2)
         *reinterpret_cast<unsigned short*>(c) = (unsigned short)(q8(__low2half(h)) | (q8(__high2half(h)) << 8));
       else

@@ -412,3 +412,8 @@ GEMM_RD(r16w, 1, 4, 1, 2, 1, 128)  // 16 x 128: r32w at one row tile (route: 3..
 // blocks sharing tiles x K-steps evenly, so no SM holds one block beside SMs holding two) 1.2-1.6x slower
 // on every matrix: each extra tile a block starts pays the W pipeline's ramp again (~3.5 us) and its
 // parts' merge (~4.5 us), more than the balance saves.
+// Where the K loop's time goes (s29, benchmarks/results/h200-2026-12-02-s29, this kernel with one part removed at
+// M 32): gate_up GLU 40.7 us; without the MMAs 17.0 (every load and dequantization kept: memory-bound, 3.9 TB/s on
+// the row-major planes), the MMAs alone 26.5, without dequantization / barrier / half the x loads level. The
+// MMAs run at ~55% of mma.sync's measured rate (1,344 FMA/clk/SM) and barely overlap the rest: ptxas spaces a
+// warp's HMMAs 6 cycles apart and two warps share a scheduler. The lever left is MMA warps that only issue MMAs.

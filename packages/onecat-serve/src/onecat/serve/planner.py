@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .config_store import DTYPE_BYTES, QuantConfig, Route
+from .config_store import DTYPE_BYTES, KV_DTYPES, QuantConfig, Route
 from .model_shape import GIB, GGUFHeader, ModelShape
 
 MIB = 2**20
@@ -322,16 +322,13 @@ def kv_lines(route: Route) -> list[KVLine]:
                             f"2 x {hk} x {s.head_dim} x {kvb} B x {s.mtp_layers}", per_token=s.mtp_layers * per_layer))
     if route.draft is not None:
         d = route.draft
-        db = DTYPE_BYTES[KV_NAME.get(c.spec.draft_kv_dtype, c.spec.draft_kv_dtype)]
+        db = DTYPE_BYTES[KV_DTYPES.get(c.spec.draft_kv_dtype, c.spec.draft_kv_dtype)]
         dh = d.kv_heads_per_rank(tp)
         lines.append(KVLine(f"draft KV ({d.num_layers} layers, {c.spec.draft_kv_dtype})",
                             f"2 x {dh} KV head(s)/rank x {d.head_dim} x {db} B x {d.num_layers} layers "
                             f"(the drafter's KV of the target's projected hidden states, full context)",
                             per_token=d.num_layers * 2 * dh * d.head_dim * db))
     return lines
-
-
-KV_NAME = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 
 
 # -- activations and CUDA graphs ----------------------------------------------------------------------

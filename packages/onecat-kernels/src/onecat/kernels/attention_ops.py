@@ -31,7 +31,7 @@ from .registry import KernelRegistry, Problem, Provider
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128, 256)
-_KV = {"float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+_KV = {str(d).removeprefix("torch."): kind for d, (_, kind) in cuda_ops.CACHE_ELEMENTS.items()}  # dtype name -> suffix
 _FP8_UNIT = {"e4m3": 256.0, "e5m2": 1.0}  # E4M3 bytes decode to value * 2^-8 (attention_fp8.cuh)
 WORKSPACE_LIMIT = 256 << 20  # bytes of FP32 partials before the partition count is cut
 BLOCKS_PER_SM = 2  # resident 128-thread attention blocks per SM (registers; sm_70 and sm_90 alike)
@@ -40,7 +40,7 @@ REDUCE_MAX_PARTS = 1024  # attn_reduce weighs the partitions in shared memory (c
 
 _SIG = "ppppppppp" "i" "q" "iiiiiiiiii" "fff"  # prefill: (out, part_o, part_ml, q, ..., qsl, meta_ready, ...)
 _SIG_FUSED = "pppppppppp" "i" "q" "iiiiiiiiii" "fff"  # decode: (out, part_o, part_ml, counters, q, ...)
-_KV_KINDS = ("f16", "e4m3", "e5m2")
+_KV_KINDS = tuple(_KV.values())
 # Tile shapes of attention_flash.cuh per head dim, as attention_decode.cu / attention_prefill.cu
 # instantiate them: (rows per block, keys per step).
 DECODE_TILE = {64: (16, 64), 128: (16, 64), 256: (16, 32)}

@@ -188,6 +188,10 @@ _ROT = {(neox, v): Kernel("rotary.cu", f"rotary_{'neox' if neox else 'gptj'}_v{v
 _ACT = {(a, v): Kernel("activation.cu", f"{a}_and_mul_v{v}", "ppi", pdl=True)
         for a in ("silu", "gelu_tanh", "gelu_erf") for v in (8, 1)}
 _CACHE = {v: Kernel("cache.cu", f"reshape_and_cache_v{v}", "pppppqqi") for v in (8, 1)}
+# The paged KV cache elements the CUDA kernels read and write: torch dtype -> (the runtime code of
+# csrc/attention_fp8.cuh's KV_F16 / KV_E4M3 / KV_E5M2, the attention entries' name suffix). The attention,
+# GEMM and GEMV epilogue tables derive theirs from this one.
+CACHE_ELEMENTS = {torch.float16: (0, "f16"), torch.float8_e4m3fn: (1, "e4m3"), torch.float8_e5m2: (2, "e5m2")}
 _MT = (1, 2, 4, 8, 16)
 _GEMV = {(f, mt): Kernel("gemv.cu", f"gemv_{f}_m{mt}", "ppppiii") for f in ("f16", "q4_0", "q8_0") for mt in _MT}
 _PACKED_NAMES = tuple(f"packed_{f}" for f in PACKED_FORMATS)

@@ -94,7 +94,7 @@ _RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii
 
 
 # the _rope entries' cache elements, numbered as csrc/attention_fp8.cuh's KV_F16 / KV_E4M3 / KV_E5M2
-ROPE_KV_CODES = {torch.float16: 0, torch.float8_e4m3fn: 1, torch.float8_e5m2: 2}
+ROPE_KV_CODES = {d: code for d, (code, _) in cuda_ops.CACHE_ELEMENTS.items()}
 ROPE_KV_DTYPES = tuple(str(d).removeprefix("torch.") for d in ROPE_KV_CODES)  # as problems name them
 
 

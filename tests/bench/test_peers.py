@@ -10,7 +10,7 @@ import os
 import pytest
 
 from onecat.bench.contract import read_jsonl
-from onecat.bench.peer_runners import parse_llama_batched, parse_llama_bench
+from onecat.bench.peer_runners import TIMING_TRIES, _timed_rates, parse_llama_batched, parse_llama_bench
 from onecat.bench.peers import main as peers_main
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -46,6 +46,38 @@ def test_peers_command_on_cpu(tmp_path):
                 "--gguf-dir", str(tmp_path / "gguf"), "--llama-cpp-bin", str(tmp_path / "no-llama")])
     assert len(read_jsonl(str(out / "peers.jsonl"))) == len(recs) + 1
     assert gguf_file.stat().st_mtime_ns == mtime
+
+
+def _sleepy_generate(stall_first: int):
+    """A stand-in `generate` whose t(generate 1) stalls on its first `stall_first` measured calls (a host hiccup),
+    and whose t(generate n) grows with n otherwise."""
+    import time
+    calls = {"one": 0}
+
+    def generate(rep: int, n: int):
+        if rep == 0:  # the warm-up
+            return None
+        if n == 1:
+            calls["one"] += 1
+            time.sleep(0.06 if calls["one"] <= stall_first else 0.001)
+        else:
+            time.sleep(0.003 * n)
+        return None
+    return generate, calls
+
+
+def test_timed_rates_measure_a_noisy_pair_again():
+    """A repeat whose t(generate N) does not exceed t(generate 1) is measured again, not reported as a negative
+    rate; one that never does fails with a clear error; fewer than 2 tokens are refused."""
+    generate, calls = _sleepy_generate(stall_first=1)
+    rates, prefill, by_difference = _timed_rates(generate, 1, 4, 2, lambda: None)
+    assert len(rates) == 2 and all(r > 0 for r in rates) and rates == by_difference
+    assert calls["one"] == 3  # repeat 0 measured twice, repeat 1 once
+    generate, _ = _sleepy_generate(stall_first=TIMING_TRIES)
+    with pytest.raises(RuntimeError, match="timing noise"):
+        _timed_rates(generate, 1, 4, 1, lambda: None)
+    with pytest.raises(ValueError, match="gen >= 2"):
+        _timed_rates(generate, 1, 1, 1, lambda: None)
 
 
 def test_bad_config_is_refused(tmp_path):

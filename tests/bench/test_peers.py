@@ -10,7 +10,8 @@ import os
 import pytest
 
 from onecat.bench.contract import read_jsonl
-from onecat.bench.peer_runners import TIMING_TRIES, _timed_rates, parse_llama_batched, parse_llama_bench
+from onecat.bench.peer_runners import (TIMING_TRIES, _timed_rates, parse_llama_batched, parse_llama_bench,
+                                      positive_pair)
 from onecat.bench.peers import main as peers_main
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -78,6 +79,13 @@ def test_timed_rates_measure_a_noisy_pair_again():
         _timed_rates(generate, 1, 4, 1, lambda: None)
     with pytest.raises(ValueError, match="gen >= 2"):
         _timed_rates(generate, 1, 1, 1, lambda: None)
+    times = iter([(0.05, 0.01), (0.02, 0.03)])  # positive_pair alone: the second pair clears
+    pair = {}
+
+    def one():
+        pair["t"] = next(times)
+        return pair["t"][0]
+    assert positive_pair(one, lambda: (pair["t"][1], "v"), 4, "x") == (0.02, 0.03, "v")
 
 
 def test_bad_config_is_refused(tmp_path):

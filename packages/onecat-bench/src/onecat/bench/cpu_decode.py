@@ -15,8 +15,19 @@ import time
 import torch
 
 from .contract import Machine, ModelInfo, Record, Runtime, Sampling, Workload, append_jsonl, metric
+from .peer_runners import positive_pair
 
 PROMPT = "Explain in detail how a transformer language model generates text, step by step:"
+
+
+def _rates(timed, gen: int, repeats: int, engine: str) -> list[float]:
+    """(gen - 1) / (t(generate gen) - t(generate 1)) per repeat, each pair measured again while its
+    difference is not positive (peer_runners.positive_pair)."""
+    rates = []
+    for rep in range(repeats):
+        t1, tn, _ = positive_pair(lambda: timed(1), lambda: (timed(gen), None), gen, f"{engine} repeat {rep}")
+        rates.append((gen - 1) / (tn - t1))
+    return rates
 
 
 def _onecat(path: str, gen: int, repeats: int) -> tuple[list[float], list[float]]:
@@ -36,11 +47,7 @@ def _onecat(path: str, gen: int, repeats: int) -> tuple[list[float], list[float]
         return time.perf_counter() - t
 
     timed(4)  # warm-up
-    rates = []
-    for _ in range(repeats):
-        t1, tn = timed(1), timed(gen)
-        rates.append((gen - 1) / (tn - t1))
-    return loads, rates
+    return loads, _rates(timed, gen, repeats, "onecat")
 
 
 def _hf(path: str, gen: int, repeats: int) -> tuple[list[float], list[float]]:
@@ -62,11 +69,7 @@ def _hf(path: str, gen: int, repeats: int) -> tuple[list[float], list[float]]:
         return time.perf_counter() - t
 
     timed(4)
-    rates = []
-    for _ in range(repeats):
-        t1, tn = timed(1), timed(gen)
-        rates.append((gen - 1) / (tn - t1))
-    return loads, rates
+    return loads, _rates(timed, gen, repeats, "hf-transformers")
 
 
 def main(argv: list[str] | None = None) -> None:

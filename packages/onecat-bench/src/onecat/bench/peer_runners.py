@@ -51,42 +51,49 @@ def _note(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-TIMING_TRIES = 3  # measurements of a repeat's (t(generate 1), t(generate N)) pair before giving up on it
+TIMING_TRIES = 3  # measurements of a (t(generate 1), t(generate N)) pair before giving up on it
+
+
+def positive_pair(time_one, time_gen, gen: int, what: str):
+    """(t1, tn, value) from time_one() -> seconds of generate 1 and time_gen() -> (seconds of generate gen,
+    its value), measured again (up to TIMING_TRIES times) while tn <= t1: a short decode within the host's
+    timing noise (a stall in the first) would give a negative or infinite rate; if it never clears, a
+    RuntimeError says so. The decode rate is then (gen - 1) tokens per (tn - t1)."""
+    if gen < 2:
+        raise ValueError(f"{what}: a decode rate from t(generate {gen}) - t(generate 1) needs gen >= 2")
+    for _ in range(TIMING_TRIES):
+        t1 = time_one()
+        tn, value = time_gen()
+        if tn > t1:
+            return t1, tn, value
+        _note(f"{what}: t(generate {gen}) {tn * 1e3:.2f} ms <= t(generate 1) {t1 * 1e3:.2f} ms (timing noise), "
+              "measuring again")
+    raise RuntimeError(f"{what}: t(generate {gen}) never exceeded t(generate 1) in {TIMING_TRIES} tries (last "
+                       f"{tn * 1e3:.2f} <= {t1 * 1e3:.2f} ms): {gen - 1} decode steps are within this host's timing "
+                       "noise; generate more tokens")
 
 
 def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[list[float], list[float], list[float]]:
     """Per-repeat decode tok/s and prefill tok/s from t(generate 1) and t(generate gen), and the
-    decode tok/s by that difference. Where `generate` returns the seconds from its requests' first
-    token to the last (the engine's own timestamps), the decode rate is batch * (gen - 1) tokens over
-    those instead: the prompt prefill (in both timed runs, ~15% of a batch-1 smollm2 run) and its
-    run-to-run spread stay out of it, as llama-bench's tg runs leave the prompt out.
-    A pair whose difference is not positive (a short decode within the host's timing noise: a stall
-    in t(generate 1)) is measured again, up to TIMING_TRIES times; then a RuntimeError says so
-    instead of a negative or infinite rate reaching the report."""
+    decode tok/s by that difference (positive_pair: measured again while it is not positive). Where
+    `generate` returns the seconds from its requests' first token to the last (the engine's own
+    timestamps), the decode rate is batch * (gen - 1) tokens over those instead: the prompt prefill
+    (in both timed runs, ~15% of a batch-1 smollm2 run) and its run-to-run spread stay out of it, as
+    llama-bench's tg runs leave the prompt out."""
     if gen < 2:
-        raise ValueError(f"decode rate from t(generate {gen}) - t(generate 1): needs gen >= 2")
+        raise ValueError(f"batch {batch}: a decode rate from t(generate {gen}) - t(generate 1) needs gen >= 2")
     generate(0, gen)  # warm-up, full length: kernels compiled / autotuned, allocator and caches grown
     rates, prefill, by_difference = [], [], []
     _note(f"warmed up; {repeats} repeats at batch {batch}")
     for rep in range(repeats):
-        for attempt in range(TIMING_TRIES):
+        def timed(n: int, rep: int = rep):
             sync()
             t = time.perf_counter()
-            generate(rep + 1, 1)
+            value = generate(rep + 1, n)
             sync()
-            t1 = time.perf_counter() - t
-            t = time.perf_counter()
-            decode_s = generate(rep + 1, gen)
-            sync()
-            tn = time.perf_counter() - t
-            if tn > t1:
-                break
-            _note(f"batch {batch} repeat {rep}: t(generate {gen}) {tn * 1e3:.2f} ms <= t(generate 1) "
-                  f"{t1 * 1e3:.2f} ms (timing noise), measuring again")
-        else:
-            raise RuntimeError(f"batch {batch} repeat {rep}: t(generate {gen}) never exceeded t(generate 1) in "
-                               f"{TIMING_TRIES} tries (last {tn * 1e3:.2f} <= {t1 * 1e3:.2f} ms): {gen - 1} decode "
-                               "steps are within this host's timing noise; generate more tokens")
+            return time.perf_counter() - t, value
+
+        t1, tn, decode_s = positive_pair(lambda: timed(1)[0], lambda: timed(gen), gen, f"batch {batch} repeat {rep}")
         by_difference.append(batch * (gen - 1) / (tn - t1))
         rates.append(batch * (gen - 1) / decode_s if decode_s else by_difference[-1])
         prefill.append(t1)

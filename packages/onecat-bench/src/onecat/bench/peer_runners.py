@@ -80,8 +80,6 @@ def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[li
     timestamps), the decode rate is batch * (gen - 1) tokens over those instead: the prompt prefill
     (in both timed runs, ~15% of a batch-1 smollm2 run) and its run-to-run spread stay out of it, as
     llama-bench's tg runs leave the prompt out."""
-    if gen < 2:
-        raise ValueError(f"batch {batch}: a decode rate from t(generate {gen}) - t(generate 1) needs gen >= 2")
     generate(0, gen)  # warm-up, full length: kernels compiled / autotuned, allocator and caches grown
     rates, prefill, by_difference = [], [], []
     _note(f"warmed up; {repeats} repeats at batch {batch}")

@@ -140,11 +140,12 @@ def test_rope_launch(launches, monkeypatch):
     (name, grid, args), = launches
     assert q.shape == (40, hq * d) and name == "gemm_rd_q4_0_r32_rope" and grid == (512 // 64, 2, 1)
     assert args[8:11] == (40, 512, 256) and args[5] == 0
-    assert args[13:18] == tuple(t.data_ptr() for t in (pos, slots, cs, kc, vc)) and args[18:] == (256, 128, 64, 32, 0)
+    assert args[13:16] == (0, 0, 0.0)  # no RowNorm (linear_norm_ops passes one)
+    assert args[16:21] == tuple(t.data_ptr() for t in (pos, slots, cs, kc, vc)) and args[21:] == (256, 128, 64, 32, 0)
     for code, dt in ((1, torch.float8_e4m3fn), (2, torch.float8_e5m2)):  # FP8 caches: the element code last
         k8, v8 = kc.to(dt), vc.to(dt)
         gemm_ops.linear_packed_gemm_rd(x, w, b, rope=gemm_ops.RopeCache(pos, slots, cs, k8, v8, hq * d, hk * d, d, 32))
-        assert launches.pop()[2][18:] == (256, 128, 64, 32, code)
+        assert launches.pop()[2][21:] == (256, 128, 64, 32, code)
     with pytest.raises(ValueError, match="caches torch.float8_e4m3fn / torch.float16"):
         gemm_ops.linear_packed_gemm_rd(x, w, b, rope=gemm_ops.RopeCache(pos, slots, cs, kc.to(torch.float8_e4m3fn), vc,
                                                                          hq * d, hk * d, d, 32))

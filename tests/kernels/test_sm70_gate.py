@@ -142,9 +142,9 @@ def test_sm70_resource_usage_cuobjdump(source, tmpdir_sass):
         assert int(reg) == compiled(source, 70).usage[name]["registers"], name
 
 
-# register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu): the routed tiles (plain, GLU, rotary) and their traced entries
+# register-direct GEMM, sm_80+ only (csrc/gemm_rd.cu): the routed tiles (plain, GLU, rotary, norm) and their traced entries
 RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_GLU.values(), *gemm_ops._RD_ROPE.values(),
-                       *gemm_ops._RD_TRACE.values()]}
+                       *gemm_ops._RD_NORM.values(), *gemm_ops._RD_TRACE.values()]}
 
 
 def test_register_direct_gemm_is_sm80_only(tmp_path):
@@ -167,7 +167,7 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
     sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x, one 192-thread block per SM."""
-    names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values()]}
+    names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
     sm70 = _sass("gemm_wg.cu", str(tmp_path))
     assert set(sm70) == names

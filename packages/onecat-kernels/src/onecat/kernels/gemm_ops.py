@@ -84,12 +84,21 @@ RD_MAX_SPLITS = 4  # the H200 timed every split up to 16: 4 was the best or with
 RD_LONG_K, RD_LONG_K_SPLITS = 8192, 8
 RD_FORMATS = ("q4_0", "q4_k", "q6_k", "awq")
 _RD_ENTRIES = [(f, t) for f in RD_FORMATS for t in RD_TILES if f == "q4_0" or t != "r64"]  # r64: q4_0's A/B only
-_RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
+_ARGS = "ppppppppiiiii"  # out, x, q, qh, meta, bias, ws, counters, M, N, K, gchunks, steps_per_split
+_ROW_NORM_ARGS = "pif"  # the _glu / _rope entries' RowNorm: ss, its tiles, eps (ss 0: unscaled)
+_RD = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}", _ARGS, pdl=True) for f, t in _RD_ENTRIES}
 # the same tiles with the GLU epilogue: W = [gate | up], out = silu(gate) * up (gemm_launch(glu=True))
-_RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", "ppppppppiiiii", pdl=True) for f, t in _RD_ENTRIES}
+_RD_GLU = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True)
+           for f, t in _RD_ENTRIES}
 # ... with the rotary + cache-write epilogue: W = [q | k | v], out = rotated q, k / v into the FP16 or FP8 paged
-# cache (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, then RopeCache's fields in order, then its kv_code)
-_RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", "ppppppppiiiii" "pppppiiiii", pdl=True)
+# cache (gemm_launch(rope=RopeCache(...)): the GEMM's arguments, the RowNorm, then RopeCache's fields in order, then
+# its kv_code)
+_RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", _ARGS + _ROW_NORM_ARGS + "pppppiiiii", pdl=True)
+            for f, t in _RD_ENTRIES}
+# ... with the residual add and the next RMSNorm's first half behind (gemm_launch(norm=NormIn(...))): out = x~ =
+# gamma (res + y), the new residual stream and each tile's sums of squares (csrc/gemm_epilogue.cuh NormOut)
+_NORM_ARGS = "pppp"  # res, res_out, gamma, ss
+_RD_NORM = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_norm", _ARGS + _NORM_ARGS, pdl=True)
             for f, t in _RD_ENTRIES}
 
 
@@ -131,8 +140,24 @@ class RopeCache(NamedTuple):
 # spills) gate_up 5-8% faster but down 18-51% slower; four x stages 1-4% faster.
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
-_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", "ppppppppiiiii", pdl=True) for t in WG_TILES}
-_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", "ppppppppiiiii", pdl=True) for t in WG_TILES}
+_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}
+_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
+_WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
+
+
+class NormIn(NamedTuple):
+    """The _norm entries' operands: the residual stream the GEMM's output is added to ([M, N] FP16) and the next
+    RMSNorm's weight ([N] FP16). gemm_launch(norm=...) returns (x~ = fp16(gamma r'), r' = fp16(res + y), ss [M][tiles]
+    float32: each N tile's sums of r'^2), the operands of a RowNorm."""
+    residual: torch.Tensor
+    weight: torch.Tensor
+
+
+class RowNorm(NamedTuple):
+    """A _glu / _rope entry reading x~ (a _norm entry's out) as x: each row's sums are scaled by
+    rsqrt(sum of ss's row / K + eps) before bias, GLU or rotary (RMSNorm's scale, applied after the projection)."""
+    ss: torch.Tensor
+    eps: float
 
 
 def wg_fits(kind: str, k: int, device: torch.device) -> bool:
@@ -276,7 +301,8 @@ def glu_fits(tile: str, n: int) -> bool:
 
 
 def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None,
-                glu: bool = False, rope: RopeCache | None = None):
+                glu: bool = False, rope: RopeCache | None = None, norm: NormIn | None = None,
+                row_norm: RowNorm | None = None):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (register-direct tiles only): a
     contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
@@ -284,9 +310,22 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     tiles, no bias): `weight` is [gate | up] and the result silu(gate) * up, half as wide (the _glu
     entries: as linear then silu_and_mul, bit for bit). rope (register-direct tiles): `weight` is [q | k | v]
     and the result q rotated, k rotated and v written into the caches (the _rope entries: as linear then
-    rotary_and_cache, bit for bit)."""
+    rotary_and_cache, bit for bit). norm (register-direct and wgmma tiles, N a multiple of the tile's width, no GLU /
+    rope): returns (x~, new residual, ss) for the projection behind (NormIn). row_norm (with glu or rope): x is x~, each
+    row's outputs scaled by its RMSNorm scale from ss (RowNorm)."""
     k = x.shape[-1]
     m, n = x.numel() // k, weight.shape[0]
+    if norm is not None and (
+            tile not in RD_TILES and tile not in WG_TILES or glu or rope is not None or tiled or trace is not None
+            or n % _tile(tile).bn
+            or norm.residual.shape != (*x.shape[:-1], n) or norm.weight.shape != (n,)
+            or norm.residual.dtype != x.dtype or norm.weight.dtype != x.dtype):
+        raise ValueError(f"packed GEMM norm epilogue: tile {tile}, N={n}: needs a register-direct or wgmma tile whose "
+                         "width divides N, no GLU / rope / trace, a residual [.., N] and a norm weight [N] of x's dtype")
+    if row_norm is not None and not ((glu or rope is not None) and row_norm.ss.dtype == torch.float32
+                                     and row_norm.ss.shape[0] == m and row_norm.ss.is_contiguous()):
+        raise ValueError(f"packed GEMM row norm: glu {glu}, rope {rope is not None}, ss {tuple(row_norm.ss.shape)} "
+                         f"{row_norm.ss.dtype}: needs the GLU or rotary epilogue and a contiguous float32 ss of {m} rows")
     if m * k >= 1 << 31:  # the kernel offsets x in int32
         raise ValueError(f"packed GEMM: x of {m} x {k} has >= 2^31 elements; split the rows")
     if glu and not (glu_fits(tile, n) and bias is None and not tiled and trace is None):
@@ -300,6 +339,9 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         raise ValueError(f"packed GEMM rotary epilogue: caches {rope.key_cache.dtype} / {rope.value_cache.dtype} "
                          "(needs both float16, float8_e4m3fn or float8_e5m2)")
     out = _empty((*x.shape[:-1], rope.q_size if rope is not None else n // 2 if glu else n), x.dtype, x.device)
+    if norm is not None:
+        res_out = _empty(norm.residual.shape, x.dtype, x.device)
+        ss = _empty((m, -(-n // _tile(tile).bn)), torch.float32, x.device)
     if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
                                  and (weight.kind, tile) in _RD
                                  and (weight.kind != "awq" or rd_group_ok(weight.group_size))):
@@ -326,14 +368,19 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         if tiled:
             kern = _GEMM_TL[tile]
         elif tile in RD_TILES:
-            kern = (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD)[(weight.kind, tile)]
+            kern = (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD_NORM if norm else _RD)[(weight.kind, tile)]
         elif tile in WG_TILES:
-            kern = (_WG_GLU if glu else _WG)[tile]
+            kern = (_WG_GLU if glu else _WG_NORM if norm else _WG)[tile]
         else:
             kern = _GEMM[(weight.kind, tile)]
         extra = ()
+        if glu or rope is not None:  # the RowNorm (ss 0: unscaled)
+            extra = ((row_norm.ss.data_ptr(), row_norm.ss.shape[1], float(row_norm.eps)) if row_norm is not None
+                     else (0, 0, 0.0))
         if rope is not None:
-            extra = (*(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]), rope.kv_code)
+            extra = (*extra, *(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]), rope.kv_code)
+        if norm is not None:
+            extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr())
         if trace is not None:
             if tile not in RD_TILES or tiled or weight.kind != "q4_0":
                 raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} "
@@ -343,7 +390,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, *extra, device=x.device)
-    return out
+    return (out, res_out, ss) if norm is not None else out
 
 
 def linear_packed_gemm(x, weight: PackedWeight, bias=None):
@@ -355,19 +402,21 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
     return gemm_launch(x, weight, bias, tile, splits)
 
 
-def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False, rope: RopeCache | None = None):
+def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False, rope: RopeCache | None = None,
+                          norm: NormIn | None = None, row_norm: RowNorm | None = None):
     """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized
     straight into the MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight, rope:
     rotary and the cache write of a [q | k | v] weight (gemm_launch). The rotary epilogue is on the
     register-direct tiles only: where the wgmma tile would take the matrix (a wide qkv past 32 rows), r32w
-    two high does (the same tile and splits as linear everywhere else, so the same bits)."""
+    two high does (the same tile and splits as linear everywhere else, so the same bits). norm / row_norm: the
+    residual add and RMSNorm split over a projection's epilogue and the next one's (gemm_launch)."""
     k = x.shape[-1]
     m = x.numel() // k
     sms, res = gemm_slots(weight.kind, x.device)
     if rope is not None:
         res = {t: r for t, r in res.items() if t not in WG_TILES}
     tile, splits = gemm_shape(m, weight.shape[0], k, sms, res, rd=True)
-    return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope)
+    return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope, norm=norm, row_norm=row_norm)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:

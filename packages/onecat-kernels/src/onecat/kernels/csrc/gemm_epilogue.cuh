@@ -4,6 +4,10 @@
 // zeroed; that block re-arms it), the sum of ws[0..S-1] in that fixed order (deterministic).
 // ROPE (gemm_rd.cu's _rope entries): the outputs are [q | k | v] of one token per row; q is rotated into
 // `out` ([M][q_size]), k rotated and v copied into their paged-cache rows, FP16 or FP8 (rope_store8).
+// NORM / RowNorm: the residual add and RMSNorm between two projections, split over their epilogues
+// (linear_norm_ops): the projection in front (NORM, the _norm entries) writes r' = res + y, x~ = gamma r'
+// and each tile's sums of r'^2; the one behind (RowNorm) reads x~ as its x and scales each row's sums by
+// rsqrt(sum of the tiles' sums / hidden + eps) before its bias, GLU or rotary.
 #pragma once
 #include "attention_fp8.cuh"
 
@@ -18,6 +22,98 @@ struct QkvRope {
   int q_size, kv_size, head_dim, rot;
   int kv;                // the caches' element: KV_F16, KV_E4M3 or KV_E5M2 (attention_fp8.cuh; scale 1)
 };
+
+// NORM's operands (the producer: o / down in front of a norm): y = this GEMM's output (+ bias), rounded to FP16
+// as linear's; r' = fp16(y + res) (rms_norm.cu's residual add) to res_out; x~ = fp16(r' gamma) to `out`;
+// ss[gm][blockIdx.x] = the sum of r'^2 over the tile's columns (N % BN == 0, gemm_ops checks).
+struct NormOut {
+  const __half* res;    // [M][N] the residual stream
+  __half* res_out;      // [M][N] the new one
+  const __half* gamma;  // [N] the next RMSNorm's weight
+  float* ss;            // [M][gridDim.x]
+};
+// RowNorm's operands (the consumer, x = x~): row gm's sums scaled by rsqrt(sum_t ss[gm][t] / hidden + eps);
+// ss null: no scaling (the entries' plain use).
+struct RowNorm {
+  const float* ss;  // [M][tiles], the producer's
+  int tiles, hidden;
+  float eps;
+};
+
+// The entries' RowNorm (after steps_per_split; K is the consumer's, the hidden size) and NormOut parameters.
+#define GEMM_RN_PARAMS , const float *ss, int ss_tiles, float eps
+#define GEMM_RN_ARGS RowNorm{ss, ss_tiles, K, eps}
+#define GEMM_NORM_PARAMS , const __half *res, __half *res_out, const __half *gamma, float *ss
+#define GEMM_NORM_ARGS NormOut{res, res_out, gamma, ss}
+
+// RowNorm's scales of the tile's BM rows into inv (shared): 4 threads a row, each summing a quarter of the row's
+// tiles in order (16-byte loads where tiles % 16 == 0: one L2 round trip for the route's 32 / 64 tiles; H200 s31: the
+// scalar loads' two round trips cost the GLU GEMM ~2 us), then two shuffles (a fixed order, so every consumer of
+// the same ss gets the same scale). Every thread of the block calls it (it ends with a barrier).
+template <int BM, int THREADS>
+ONECAT_DEVICE void row_norm_inv(const RowNorm& rn, int M, int m0, int t, float* inv) {
+  for (int base = 0; base < 4 * BM; base += THREADS) {  // 4 BM and THREADS are multiples of 32: whole warps
+    const int i = base + t, ml = i >> 2, part = i & 3;
+    float s = 0.f;
+    if (i < 4 * BM) {
+      const float* p = rn.ss + (i64)min(m0 + ml, M - 1) * rn.tiles;
+      if ((rn.tiles & 15) == 0) {
+        const float4* p4 = reinterpret_cast<const float4*>(p) + part * (rn.tiles >> 4);
+#pragma unroll 4
+        for (int j = 0; j < rn.tiles >> 4; ++j) {
+          const float4 v = __ldcg(p4 + j);
+          s += (v.x + v.y) + (v.z + v.w);
+        }
+      } else {
+#pragma unroll 8
+        for (int j = part; j < rn.tiles; j += 4) s += __ldcg(p + j);
+      }
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if (i < 4 * BM && part == 0) inv[ml] = rsqrtf(s / rn.hidden + rn.eps);
+  }
+  __syncthreads();
+}
+
+// NORM's stores of a tile: sums(ml, gm, gn, v) fills row ml's (global gm) final sums at columns gn .. gn + 7.
+// A row's NV column groups are NV adjacent lanes of one warp (idx = t + i THREADS), so its sum of squares is
+// their shuffle sum, in a fixed order.
+template <int BM, int NV, int THREADS, class Sums>
+ONECAT_DEVICE void norm_store(const NormOut& no, __half* __restrict__ out, const __half* __restrict__ bias, int M,
+                              int N, int m0, int n0, int t, Sums sums) {
+  static_assert(BM * NV % 32 == 0 && 32 % NV == 0 && THREADS % 32 == 0, "a row's column groups in one warp");
+  for (int idx = t; idx < BM * NV; idx += THREADS) {
+    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+    float sq = 0.f;
+    if (gm < M) {
+      float v[8];
+      sums(ml, gm, gn, v);
+      const i64 o = (i64)gm * N + gn;
+      Half8 res, gam, r, xt;
+      res.u = *reinterpret_cast<const uint4*>(no.res + o);
+      gam.u = *reinterpret_cast<const uint4*>(no.gamma + gn);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float a = v[2 * i], b = v[2 * i + 1];
+        if (bias) {
+          a += __half2float(bias[gn + 2 * i]);
+          b += __half2float(bias[gn + 2 * i + 1]);
+        }
+        const float2 y = __half22float2(__floats2half2_rn(a, b)), rf = __half22float2(res.h2[i]);
+        r.h2[i] = __floats2half2_rn(y.x + rf.x, y.y + rf.y);
+        const float2 rr = __half22float2(r.h2[i]), g = __half22float2(gam.h2[i]);
+        sq += rr.x * rr.x + rr.y * rr.y;
+        xt.h2[i] = __floats2half2_rn(rr.x * g.x, rr.y * g.y);
+      }
+      *reinterpret_cast<uint4*>(no.res_out + o) = r.u;
+      *reinterpret_cast<uint4*>(out + o) = xt.u;
+    }
+#pragma unroll
+    for (int off = NV / 2; off; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    if (gm < M && idx % NV == 0) no.ss[(i64)gm * gridDim.x + blockIdx.x] = sq;
+  }
+}
 
 // 8 consecutive outputs of one row: + bias, fp16, one 16-byte store when N % 8 == 0.
 ONECAT_DEVICE void store_out8(__half* __restrict__ orow, int gn, int N, const float (&v)[8],
@@ -128,19 +224,30 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
 // GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..). ROPE: N is the
-// [q | k | v] width, out q_size wide, `rope` the rest (rope_store8).
-template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false>
+// [q | k | v] width, out q_size wide, `rope` the rest (rope_store8). NORM: out is x~, `no` the rest
+// (norm_store); rn.ss set: the outputs of row ml are scaled by its RowNorm scale first (the sums, before bias).
+template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false, bool NORM = false>
 ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
                                  int t, unsigned& last_block, unsigned long long* tr = nullptr,
-                                 const QkvRope& rope = QkvRope{}) {
-  static_assert(!(GLU && ROPE), "one epilogue");
+                                 const QkvRope& rope = QkvRope{}, const RowNorm& rn = RowNorm{},
+                                 const NormOut& no = NormOut{}) {
+  static_assert(int(GLU) + int(ROPE) + int(NORM) <= 1, "one epilogue");
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
   constexpr int RI = ROPE ? BM * NV / THREADS : 1;  // ROPE: a thread's column groups
   static_assert(!ROPE || BM * NV % THREADS == 0, "ROPE: every thread the same number of column groups");
+  __shared__ float inv[BM];  // RowNorm's row scales
+  const bool scaled = !NORM && rn.ss != nullptr;
+  auto scale = [&](int ml, float (&v)[8]) {
+    if (scaled) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] *= inv[ml];
+    }
+  };
   RopeIn8<RI> rin;
   if constexpr (ROPE) rin.template load<NV, THREADS>(rope, M, m0, n0, t);
+  if (scaled && S == 1) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
   if (GLU && S == 1) {
     glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
 #pragma unroll
@@ -148,6 +255,8 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
         v[e] = cs[ml * C_LD + c + e];
         u[e] = cs[ml * C_LD + BN / 2 + c + e];
       }
+      scale(ml, v);
+      scale(ml, u);
     });
     block_trace(tr, 4);
     return;
@@ -156,7 +265,14 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
     const float4 lo = *reinterpret_cast<const float4*>(cs + ml * C_LD + c);
     const float4 hi = *reinterpret_cast<const float4*>(cs + ml * C_LD + c + 4);
     v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    scale(ml, v);
   };
+  if (NORM && S == 1) {
+    norm_store<BM, NV, THREADS>(no, out, bias, M, N, m0, n0, t,
+                                [&](int ml, int, int gn, float (&v)[8]) { staged(ml, gn - n0, v); });
+    block_trace(tr, 4);
+    return;
+  }
   if (ROPE && S == 1) {
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
@@ -211,8 +327,9 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   __syncthreads();
   block_trace(tr, 5);
   if (!last_block) return;
+  if (scaled) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
   if constexpr (GLU) {  // the splits' sums of a gate column group and its up columns, in order z = 0, 1, ..
-    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int, int gm, int c, float (&v)[8], float (&u)[8]) {
+    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int gm, int c, float (&v)[8], float (&u)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = u[e] = 0.f;
       for (int z = 0; z < S; ++z) {  // N % 16 == 0 here (gemm_ops): 16-byte loads
@@ -222,10 +339,12 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
         v[0] += g0.x; v[1] += g0.y; v[2] += g0.z; v[3] += g0.w; v[4] += g1.x; v[5] += g1.y; v[6] += g1.z; v[7] += g1.w;
         u[0] += u0.x; u[1] += u0.y; u[2] += u0.z; u[3] += u0.w; u[4] += u1.x; u[5] += u1.y; u[6] += u1.z; u[7] += u1.w;
       }
+      scale(ml, v);
+      scale(ml, u);
     });
     return;
   }
-  auto summed = [&](int gm, int gn, float (&v)[8]) {  // the splits' sums of row gm, columns gn .. gn + 7
+  auto summed = [&](int gm, int gn, float (&v)[8]) {  // the splits' sums of row gm, columns gn .. gn + 7 (unscaled)
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = 0.f;
     // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
@@ -257,13 +376,17 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
       }
     }
   };
-  if constexpr (ROPE) {
+  if constexpr (NORM) {
+    norm_store<BM, NV, THREADS>(no, out, bias, M, N, m0, n0, t,
+                                [&](int, int gm, int gn, float (&v)[8]) { summed(gm, gn, v); });
+  } else if constexpr (ROPE) {
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
       const int idx = t + i * THREADS, gm = m0 + idx / NV, gn = n0 + (idx % NV) * 8;
       if (gm >= M || gn >= N) continue;
       float v[8];
       summed(gm, gn, v);
+      scale(idx / NV, v);
       rope_store8(rope, out, gm, gn, v, bias, rin.slot[i], rin.c[i], rin.s[i]);
     }
   } else {
@@ -272,6 +395,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
       if (gm >= M || gn >= N) continue;
       float v[8];
       summed(gm, gn, v);
+      scale(ml, v);
       store_out8(out + (i64)gm * N, gn, N, v, bias);
     }
   }

@@ -122,12 +122,14 @@ ONECAT_DEVICE void q4_k_word(unsigned v, const Q4kConsts& c, unsigned magic, uns
   p[3] = h2u(__hfma2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), c.ah, c.zh), c.d, c.e));
 }
 
-template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false, bool ROPE = false>
+template <int F, int MT, int NB, int KS, int PDW, int PDX, int PF = 0, bool GLU = false, bool ROPE = false,
+          bool NORM = false>
 __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ qh, const unsigned char* __restrict__ meta,
                         const __half* __restrict__ bias, float* __restrict__ ws, unsigned* __restrict__ counters,
                         int M, int N, int K, int gchunks, int steps_per_split, unsigned long long* tr = nullptr,
-                        const QkvRope& rope = QkvRope{}) {
+                        const QkvRope& rope = QkvRope{}, const RowNorm& rn = RowNorm{},
+                        const NormOut& no = NormOut{}) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // mma.sync m16n8k16 is sm_80+: gemm_ops never admits these tiles below RD_MIN_CAPABILITY, so the
              // sm_70 build is this trap alone (the body's registers there proved nothing and spilled)
@@ -351,7 +353,8 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
       *reinterpret_cast<float2*>(c + 8 * C_LD) = make_float2(acc[b][mt][2], acc[b][mt][3]);
     }
   __syncthreads();
-  gemm_epilogue<BM, BN, C_LD, THREADS, GLU, ROPE>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr, rope);
+  gemm_epilogue<BM, BN, C_LD, THREADS, GLU, ROPE, NORM>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block, tr,
+                                                        rope, rn, no);
 #endif
 }
 
@@ -368,13 +371,17 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
 // rotary_and_cache, bit for bit); one launch where the unfused route takes two, three with FP8 (H200 s27,
 // llama3-8b q4_0: qkv + rotary 14.88 -> 13.81 us a layer at batch 32, busy per step -1.6% / -1.2% at batch
 // 32 / 64; benchmarks/results/h200-2026-12-02-s27; E4M3 steps -4.3% at batch 32, s28).
-#define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, TR, RA, ...)                          \
+// _glu and _rope entries take a RowNorm after steps_per_split (ss, ss_tiles, eps; ss null: unscaled): x is then
+// a _norm entry's x~ and each row's sums are scaled by its RMSNorm scale (linear_norm_ops).
+// _norm entries (gemm_ops.gemm_launch(norm=...), linear_norm_ops for decode batches: o / down in front of the
+// next norm): out = x~ = fp16(gamma r'), res_out = r' = fp16(res + y), ss = the tile's sums of r'^2 (N % BN == 0).
+#define GEMM_RD_ENTRY(NAME, F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, NORM, TR, RA, RN, NO, ...)              \
   extern "C" __global__ void __launch_bounds__(128) NAME(                                                \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                     \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,        \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                             \
-    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE>(out, x, q, qh, meta, bias, ws, counters, M, N, K,    \
-                                                    gchunks, steps_per_split, TR, RA);                   \
+    gemm_rd<F, MT, NB, KS, PDW, PDX, PF, GLU, ROPE, NORM>(out, x, q, qh, meta, bias, ws, counters, M, N, \
+                                                          K, gchunks, steps_per_split, TR, RA, RN, NO);  \
     block_trace(TR, 6);                                                                                  \
   }
 #define GEMM_RD_ROPE_PARAMS                                                                               \
@@ -382,15 +389,18 @@ __device__ void gemm_rd(__half* __restrict__ out, const __half* __restrict__ x, 
       int q_size, int kv_size, int head_dim, int rot, int kv
 #define GEMM_RD_ROPE_ARGS QkvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, kv}
 #define GEMM_RD_FMT(FMT, F, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
-  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, false, nullptr, QkvRope{}, )  \
-  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, false, nullptr,          \
-                QkvRope{}, )                                                                              \
-  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_rope, F, MT, NB, KS, PDW, PDX, PF, false, true, nullptr,         \
-                GEMM_RD_ROPE_ARGS, GEMM_RD_ROPE_PARAMS)
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE, F, MT, NB, KS, PDW, PDX, PF, false, false, false, nullptr,        \
+                QkvRope{}, RowNorm{}, NormOut{}, )                                                        \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_glu, F, MT, NB, KS, PDW, PDX, PF, true, false, false, nullptr,   \
+                QkvRope{}, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS)                                       \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_rope, F, MT, NB, KS, PDW, PDX, PF, false, true, false, nullptr,  \
+                GEMM_RD_ROPE_ARGS, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS GEMM_RD_ROPE_PARAMS)           \
+  GEMM_RD_ENTRY(gemm_rd_##FMT##_##TILE##_norm, F, MT, NB, KS, PDW, PDX, PF, false, false, true, nullptr,  \
+                QkvRope{}, RowNorm{}, GEMM_NORM_ARGS, GEMM_NORM_PARAMS)
 #define GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF)                                                      \
   GEMM_RD_FMT(q4_0, F_Q4_0, TILE, MT, NB, KS, PDW, PDX, PF)                                               \
-  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, false, trace,       \
-                QkvRope{}, , unsigned long long* trace)
+  GEMM_RD_ENTRY(gemm_rd_q4_0_##TILE##_trace, F_Q4_0, MT, NB, KS, PDW, PDX, PF, false, false, false, trace, \
+                QkvRope{}, RowNorm{}, NormOut{}, , unsigned long long* trace)
 #define GEMM_RD(TILE, MT, NB, KS, PDW, PDX, PF)                                                           \
   GEMM_RD_Q4_0(TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q4_k, F_Q4_K, TILE, MT, NB, KS, PDW, PDX, PF)    \
   GEMM_RD_FMT(awq, F_AWQ, TILE, MT, NB, KS, PDW, PDX, PF) GEMM_RD_FMT(q6_k, F_Q6_K, TILE, MT, NB, KS, PDW, PDX, PF)

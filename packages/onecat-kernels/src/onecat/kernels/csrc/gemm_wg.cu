@@ -115,11 +115,11 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 
 // NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes; warps 0-3 the
 // consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x.
-template <int NS, int PDW, int PF, bool GLU>
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                        int steps_per_split) {
+                        int steps_per_split, const RowNorm& rn = RowNorm{}, const NormOut& no = NormOut{}) {
   constexpr int NT = 64, P = 2, THREADS = 128 + 32 * P, BN = 128, BK = 128, R = PDW + 1;
   constexpr int SYNC = 128 + 32;  // threads at a stage's barriers: the warpgroup and the stage's producer
   static_assert(NS % P == 0, "a producer warp keeps its stages");
@@ -275,17 +275,20 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
   }
   __syncthreads();
-  gemm_epilogue<NT, BN, C_LD, THREADS, GLU>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block);
+  gemm_epilogue<NT, BN, C_LD, THREADS, GLU, false, NORM>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block,
+                                                         nullptr, QkvRope{}, rn, no);
 }
 
-// gemm_wg_q4_0_w64[_glu]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per
-// SM (243 registers on sm_90a); x in two stages, W three steps ahead.
-#define GEMM_WG_ENTRY(NAME, GLU)                                                                           \
+// gemm_wg_q4_0_w64[_glu|_norm]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per
+// SM (243 registers on sm_90a); x in two stages, W three steps ahead. _glu takes gemm_rd.cu's RowNorm after
+// steps_per_split, _norm its NormOut (gemm_epilogue.cuh; linear_norm_ops).
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, RN, NO, ...)                                                       \
   extern "C" __global__ void __launch_bounds__(192, 1) NAME(                                              \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
-      int K, int gchunks, int steps_per_split) {                                                          \
-    gemm_wg<2, 3, 128, GLU>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split);           \
+      int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
+    gemm_wg<2, 3, 128, GLU, NORM>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO); \
   }
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64, false)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64_glu, true)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64, false, false, RowNorm{}, NormOut{}, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64_glu, true, false, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64_norm, false, true, RowNorm{}, GEMM_NORM_ARGS, GEMM_NORM_PARAMS)

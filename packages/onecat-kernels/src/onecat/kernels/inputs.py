@@ -150,6 +150,60 @@ def rms_norm_linear(dtype, device, gen) -> list[Case]:
     return cases
 
 
+def _weight(gen, n, k, fmt, dtype, device):
+    return (_randn(gen, n, k, dtype=dtype, device=device, scale=1 / math.sqrt(k)) if fmt == "dense"
+            else random_packed(n, k, fmt, gen, device))
+
+
+def linear_rms_norm_linear(dtype, device, gen) -> list[Case]:
+    """o_proj, then the post-attention norm and gate_up: 3..64 rows in the register-direct formats (the _norm /
+    RowNorm GEMMs: one-row tiles, 32-row tiles, a long K split 8 ways, 33..64 rows on the wgmma tiles), and
+    one row, two rows, a dense weight, another format and no activation (the unfused route)."""
+    cases = []
+    for m, h, k, i, fin, fout, act in [
+            (5, 256, 512, 128, "q4_0", "q4_0", True), (32, 512, 1024, 256, "q4_k", "q4_0", True),
+            (20, 256, 8192, 256, "q4_0", "q6_k", True), (64, 512, 512, 256, "awq", "q4_0", True),
+            (40, 256, 8192, 8192, "q4_0", "q4_0", True),
+            (1, 256, 512, 128, "q4_0", "q4_0", True), (2, 128, 256, 64, "q4_1", "q4_0", True),
+            (4, 128, 128, 64, "dense", "dense", True), (6, 256, 256, 128, "q4_0", "q4_0", False)]:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        res = _randn(gen, m, h, dtype=dtype, device=device)
+        nw = (1 + 0.1 * torch.randn(h, generator=gen)).to(dtype).to(device)
+        w_in, w = _weight(gen, h, k, fin, dtype, device), _weight(gen, 2 * i, h, fout, dtype, device)
+        label = f"M={m} in {fin} {h}x{k} out {fout} {2 * i}x{h}{' glu' if act else ''}"
+        cases.append(Case(label, (x, w_in, res, nw, 1e-5, w, None, "silu_and_mul" if act else None)))
+    return cases
+
+
+def linear_rms_norm_qkv_rotary_cache(dtype, device, gen) -> list[Case]:
+    """down, then the next layer's input norm, qkv, rotary and cache write: 3..64 rows in the register-direct
+    formats with GPT-J rotary (full and partial, a padding slot, a long K split 8 ways, 33..64 rows), and NeoX, one
+    row and a dense weight (the unfused route)."""
+    cases = []
+    for t, hq, hk, d, r, neox, fin, fw, k, pad in [
+            (5, 8, 2, 64, 64, False, "q4_0", "q4_0", 512, True), (24, 4, 2, 128, 64, False, "q4_k", "q4_k", 1024, False),
+            (40, 8, 2, 64, 64, False, "q4_0", "q6_k", 8192, True), (17, 4, 4, 64, 32, False, "awq", "q4_0", 512, False),
+            (6, 4, 2, 64, 64, True, "q4_0", "q4_0", 512, False), (1, 8, 2, 64, 64, False, "q4_0", "q4_0", 512, False),
+            (3, 4, 2, 32, 32, False, "dense", "dense", 256, False)]:
+        h, n = 256, (hq + 2 * hk) * d
+        x = _randn(gen, t, k, dtype=dtype, device=device)
+        res = _randn(gen, t, h, dtype=dtype, device=device)
+        nw = (1 + 0.1 * torch.randn(h, generator=gen)).to(dtype).to(device)
+        w_in, w = _weight(gen, h, k, fin, dtype, device), _weight(gen, n, h, fw, dtype, device)
+        pos = torch.randint(0, _MAX_POS, (t,), generator=gen).to(device)
+        nb, bs = 5, 16
+        kc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        vc = _randn(gen, nb, bs, hk, d, dtype=dtype, device=device)
+        slots = torch.randperm(nb * bs, generator=gen)[:t]
+        if pad:
+            slots[1] = -1  # padding: q rotated, caches untouched
+        label = (f"M={t} in {fin} {h}x{k} qkv {fw} Hq={hq} Hk={hk} D={d} r={r} {'neox' if neox else 'gptj'}"
+                 f"{' pad' if pad else ''}")
+        cases.append(Case(label, (x, w_in, res, nw, 1e-5, w, None, pos, d, _cos_sin(d, r).to(device), neox, kc, vc,
+                                  slots.to(device), hq, hk)))
+    return cases
+
+
 def rotary_and_cache(dtype, device, gen) -> list[Case]:
     cases = []
     for t, hq, hk, d, r, neox, bs in [(5, 8, 2, 128, 128, True, 16), (3, 9, 3, 64, 64, False, 16),

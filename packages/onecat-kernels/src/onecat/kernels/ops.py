@@ -28,6 +28,8 @@ _TOLERANCES = {
     "linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "rms_norm_linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "rms_norm_qkv_rotary_cache": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "linear_rms_norm_linear": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
+    "linear_rms_norm_qkv_rotary_cache": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "reshape_and_cache": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
     "paged_attention": {"float16": 5e-3, "bfloat16": 2e-2, "float32": 1e-4},
     "argmax": {"float16": 0.0, "bfloat16": 0.0, "float32": 0.0},
@@ -35,7 +37,8 @@ _TOLERANCES = {
 }
 _OUTPUTS = {"reshape_and_cache": lambda case, result: [case.args[2], case.args[3]],
             "rotary_and_cache": lambda case, result: [result, case.args[7], case.args[8]],
-            "rms_norm_qkv_rotary_cache": lambda case, result: [*result, case.args[10], case.args[11]]}
+            "rms_norm_qkv_rotary_cache": lambda case, result: [*result, case.args[10], case.args[11]],
+            "linear_rms_norm_qkv_rotary_cache": lambda case, result: [*result, case.args[11], case.args[12]]}
 
 for _name, _fn in [
     ("rms_norm", ref.rms_norm),
@@ -46,6 +49,8 @@ for _name, _fn in [
     ("linear", ref.linear),
     ("rms_norm_linear", ref.rms_norm_linear),
     ("rms_norm_qkv_rotary_cache", ref.rms_norm_qkv_rotary_cache),
+    ("linear_rms_norm_linear", ref.linear_rms_norm_linear),
+    ("linear_rms_norm_qkv_rotary_cache", ref.linear_rms_norm_qkv_rotary_cache),
     ("reshape_and_cache", ref.reshape_and_cache),
     ("paged_attention", ref.paged_attention),
     ("argmax", ref.argmax),
@@ -149,6 +154,27 @@ def _params_rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bia
                    and cos_sin_cache.is_contiguous() and positions.is_contiguous() and slot_mapping.is_contiguous())
 
 
+def _with_in_linear(x, weight_in, facts: dict) -> tuple:
+    """A composite op's facts: those of its normed projection, plus linear's facts of the projection in front
+    under linear_norm_ops.IN_PREFIX (its x is the op's x)."""
+    _, fin = _params_linear(x, weight_in)
+    return x, dict(facts, **{f"in_{k}": v for k, v in fin.items()})
+
+
+def _params_linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+    """linear's facts of (x, weight_in) under in_, and rms_norm_linear's of its output (the residual's shape)."""
+    return _with_in_linear(x, weight_in, _params_rms_norm_linear(residual, norm_weight, eps, weight, residual, bias,
+                                                                 act)[1])
+
+
+def _params_linear_rms_norm_qkv_rotary_cache(x, weight_in, residual, norm_weight, eps, weight, bias, positions,
+                                             head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
+                                             num_heads, num_kv_heads):
+    return _with_in_linear(x, weight_in, _params_rms_norm_qkv_rotary_cache(
+        residual, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache, is_neox, key_cache,
+        value_cache, slot_mapping, num_heads, num_kv_heads)[1])
+
+
 def _params_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
     inner = all(t.dim() == 3 and t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (key, value))
     return key, dict(kv_dtype=_dt(key_cache), head_dim=key.shape[-1], value_dtype=_dt(value),
@@ -249,6 +275,21 @@ def rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bias, posit
                      cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads)
 
 
+def linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+    """linear(x, weight_in) into the residual stream, then rms_norm_linear: (y, new residual stream)."""
+    return _dispatch("linear_rms_norm_linear", x, weight_in, residual, norm_weight, eps, weight, bias, act)
+
+
+def linear_rms_norm_qkv_rotary_cache(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,
+                                     cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                     num_kv_heads):
+    """linear(x, weight_in) into the residual stream, then rms_norm_qkv_rotary_cache: (rotated q, new residual
+    stream)."""
+    return _dispatch("linear_rms_norm_qkv_rotary_cache", x, weight_in, residual, norm_weight, eps, weight, bias,
+                     positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                     num_kv_heads)
+
+
 def rotary_and_cache(positions, q, k, v, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping,
                      k_scale=1.0, v_scale=1.0):
     """Rotate q and k, write rotated k and v into the paged caches; returns the rotated q."""
@@ -312,6 +353,9 @@ rotary_cache_ops.register(registry)
 from . import linear_fused_ops  # noqa: E402
 
 linear_fused_ops.register(registry)
+from . import linear_norm_ops  # noqa: E402
+
+linear_norm_ops.register(registry)
 from . import embedding_ops  # noqa: E402
 
 embedding_ops.register(registry)

@@ -106,6 +106,27 @@ def rms_norm_qkv_rotary_cache(x: torch.Tensor, norm_weight: torch.Tensor, eps: f
     return q, new_residual
 
 
+def linear_rms_norm_linear(x: torch.Tensor, weight_in, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                           weight, bias: torch.Tensor | None = None, act: str | None = None):
+    """A projection into the residual stream, then the normed projection behind it: y = linear(x, weight_in),
+    then rms_norm_linear(y, norm_weight, eps, weight, residual, bias, act). Returns (its output, new residual
+    stream y + residual). The decode layer's o_proj with the post-attention norm and gate_up behind."""
+    return rms_norm_linear(linear(x, weight_in), norm_weight, eps, weight, residual, bias, act)
+
+
+def linear_rms_norm_qkv_rotary_cache(x: torch.Tensor, weight_in, residual: torch.Tensor, norm_weight: torch.Tensor,
+                                     eps: float, weight, bias: torch.Tensor | None, positions: torch.Tensor,
+                                     head_dim: int, cos_sin_cache: torch.Tensor, is_neox: bool,
+                                     key_cache: torch.Tensor, value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                                     num_heads: int, num_kv_heads: int):
+    """A projection into the residual stream, then the next attention layer's input: y = linear(x, weight_in),
+    then rms_norm_qkv_rotary_cache(y, norm_weight, eps, weight, residual, ...). Returns (rotated q, new residual
+    stream). The decode layer's down with the next layer's input norm, qkv, rotary and cache write behind."""
+    return rms_norm_qkv_rotary_cache(linear(x, weight_in), norm_weight, eps, weight, residual, bias, positions,
+                                     head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                     num_kv_heads)
+
+
 # A quantized weight that offers `select_rows` and sets `row_chunked_decode` is decoded for a few
 # rows of x (decode) in blocks of about this many weights, each used while it is still in cache.
 _ROW_CHUNK_WEIGHTS = 1 << 18

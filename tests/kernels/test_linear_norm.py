@@ -1,0 +1,204 @@
+"""The projections joined across the residual add and RMSNorm (linear_norm_ops: linear_rms_norm_linear,
+linear_rms_norm_qkv_rotary_cache). CPU: the references are the two ops in sequence, admission and refusal
+reasons on fake devices, the launches (intercepted: the _norm entry, then the _glu / _rope entry with its
+RowNorm), the launch's argument checks. GPU (marked `gpu`, sm_80+): the fused route against the unfused one at
+llama3-8b shapes: the new residual stream bit for bit, the outputs and cache rows within one FP16 rounding, the
+tiles' sums of squares, CUDA-graph replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from onecat.kernels import cuda_ops, gemm_ops, linear_norm_ops, ops
+from onecat.kernels import reference as ref
+from onecat.kernels.weights import random_packed
+
+from .packed_gemm_cases import SEED, explain, gpu, launches, needs_rd, rel_err  # noqa: F401
+from .test_gemm_rd import _bits, _qkv_args
+
+
+def _glu_args(m, h, k, inter, kind="q4_0", kind_in="q4_0", device="cpu", seed=0):
+    """linear_rms_norm_linear's arguments: x [m, k], o-like weight [h, k], residual, norm weight, eps, [gate | up]
+    weight [2 inter, h], no bias, silu_and_mul."""
+    gen = torch.Generator().manual_seed(seed)
+    x, res = torch.randn(m, k, generator=gen).half().to(device), torch.randn(m, h, generator=gen).half().to(device)
+    norm = ((torch.rand(h, generator=gen) + 0.5) / 16).half().to(device)  # gate / up well inside FP16 at K 4096
+    return [x, random_packed(h, k, kind_in, gen, device), res, norm, 1e-5, random_packed(2 * inter, h, kind, gen, device),
+            None, "silu_and_mul"]
+
+
+def _down_qkv_args(m, h, k, hq, hk, d, rot, kind="q4_0", kind_in="q4_0", device="cpu", seed=0, blocks=8):
+    """linear_rms_norm_qkv_rotary_cache's arguments: x [m, k], down-like weight [h, k], then _qkv_args' (its x as
+    the residual)."""
+    qa = _qkv_args(m, h, hq, hk, d, rot, kind, device=device, seed=seed, blocks=blocks)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(m, k, generator=gen).half().to(device)
+    return [x, random_packed(h, k, kind_in, gen, device), qa[4], qa[1], qa[2], qa[3], *qa[5:]]
+
+
+def _on(op, args, cap=(9, 0), **override):
+    p = ops.problem(op, *args)
+    params = dict(p.params) | override
+    return explain(dataclasses.replace(p, device="cuda", capability=cap, params=tuple(sorted(params.items()))))
+
+
+def test_references_are_the_sequence():
+    """Each reference is linear into the residual stream, then the normed op (bit for bit on the CPU)."""
+    a = _glu_args(5, 256, 512, 128)
+    got = ref.linear_rms_norm_linear(*a)
+    want = ref.rms_norm_linear(ref.linear(a[0], a[1]), a[3], a[4], a[5], a[2], None, "silu_and_mul")
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    b = _down_qkv_args(5, 256, 512, 4, 2, 64, 64)
+    kc, vc = b[11].clone(), b[12].clone()
+    q, r = ref.linear_rms_norm_qkv_rotary_cache(*b)
+    wq, wr = ref.rms_norm_qkv_rotary_cache(ref.linear(b[0], b[1]), b[3], b[4], b[5], b[2], b[6], b[7], b[8], b[9],
+                                           b[10], kc, vc, *b[13:])
+    assert torch.equal(q, wq) and torch.equal(r, wr) and torch.equal(b[11], kc) and torch.equal(b[12], vc)
+
+
+def test_admission(any_nvrtc):
+    """cuda_pack_gemm_rd where both projections take the register-direct GEMM (3..64 rows, sm_80+) and the one
+    behind has its GLU / rotary epilogue; else the unfused route, the report saying why."""
+    glu, qkv = _glu_args(32, 256, 512, 128), _down_qkv_args(32, 256, 512, 4, 2, 64, 64)
+    assert _on("linear_rms_norm_linear", glu).provider.name == "cuda_pack_gemm_rd"
+    assert _on("linear_rms_norm_qkv_rotary_cache", qkv).provider.name == "cuda_pack_gemm_rd"
+    for sel, why in (
+            (_on("linear_rms_norm_linear", glu, cap=(7, 0)), "capability 7.0 < 8.0"),
+            (_on("linear_rms_norm_linear", glu, rows=1), "M=1 rows: the register-direct tiles take 3..64"),
+            (_on("linear_rms_norm_linear", glu, in_format="packed_q4_1"),
+             "projection in front: weight format packed_q4_1 not packed_q4_0"),
+            (_on("linear_rms_norm_linear", glu, in_n=384), "the projection in front gives 384 features, the one "
+                                                          "behind takes 256"),
+            (_on("linear_rms_norm_linear", glu, act=None), "activation None: the GEMM epilogue is silu_and_mul only"),
+            (_on("linear_rms_norm_linear", glu, residual_dtype="float32"), "residual dtype float32 not float16"),
+            (_on("linear_rms_norm_qkv_rotary_cache", qkv, neox=True), "NeoX rotary"),
+            (_on("linear_rms_norm_qkv_rotary_cache", qkv, in_k=288), "projection in front: K=288 not a multiple of "
+                                                                    "128")):
+        assert sel.provider.name == "unfused", why
+        assert any(why in r for r in sel.refused["cuda_pack_gemm_rd"]), sel.refused["cuda_pack_gemm_rd"]
+    n = len(linear_norm_ops.IN_PREFIX)
+    p = ops.problem("linear_rms_norm_linear", *glu)
+    assert dict(linear_norm_ops.in_problem(p).params) == {k[n:]: v for k, v in p.params if k.startswith("in_")}
+    assert dict(linear_norm_ops.in_problem(p).params) == dict(ops.problem("linear", glu[0], glu[1]).params)
+
+
+def test_launches(launches, monkeypatch):
+    """The provider's two launches: the _norm entry (res, res_out, gamma, ss after the GEMM's arguments), then the
+    _glu / _rope entry reading its x~ with the RowNorm (ss, its tiles, eps); 33..64 rows of the wide matrices on the
+    wgmma tile."""
+    monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
+    monkeypatch.setattr(gemm_ops, "wg_fits", lambda kind, k, device: kind == "q4_0")
+    monkeypatch.setattr(gemm_ops, "gemm_slots", lambda kind, device: (132, {"r16": 4, "r16w": 3, "r32": 3, "r32w": 2,
+                                                                            "w64": 1}))
+    a = _glu_args(32, 256, 512, 128)
+    out, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    (n1, g1, a1), (n2, g2, a2) = launches
+    assert out.shape == (32, 128) and res.shape == (32, 256)
+    assert n1 == "gemm_rd_q4_0_r32_norm" and g1[:2] == (256 // 64, 1) and a1[8:11] == (32, 256, 512)
+    assert a1[13] == a[2].data_ptr() and a1[14] == res.data_ptr() and a1[15] == a[3].data_ptr()
+    assert n2 == "gemm_rd_q4_0_r32_glu" and a2[1] == a1[0] and a2[8:11] == (32, 256, 256)
+    assert a2[13] == a1[16] and a2[14:] == (256 // 64, 1e-5)  # ss: [32 rows][4 tiles] float32
+    launches.clear()
+    a = _glu_args(40, 256, 8192, 8192)  # long K in front, a wide [gate | up] behind: the wgmma tile both times
+    linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    assert [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm", "gemm_wg_q4_0_w64_glu"]
+    assert launches[1][2][14] == 256 // 128
+    launches.clear()
+    b = _down_qkv_args(40, 256, 8192, 4, 2, 64, 64)
+    q, _ = linear_norm_ops.linear_rms_norm_qkv_rotary_cache_gemm(*b)
+    assert q.shape == (40, 256) and [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm", "gemm_rd_q4_0_r32_rope"]
+    assert launches[1][2][13:16] == (launches[0][2][16], 256 // 128, 1e-5)
+    assert launches[1][2][16:21] == tuple(t.data_ptr() for t in (b[7], b[13], b[9], b[11], b[12]))
+    launches.clear()
+    a = _glu_args(5, 256, 512, 128, kind_in="q4_k")
+    linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    assert [c[0] for c in launches] == ["gemm_rd_q4_k_r16_norm", "gemm_rd_q4_0_r16_glu"]
+    launches.clear()  # the plain GLU launch passes a null RowNorm
+    gemm_ops.linear_packed_gemm_rd(torch.zeros(5, 256, dtype=torch.float16), a[5], glu=True)
+    assert launches[0][2][13:] == (0, 0, 0.0)
+
+
+def test_launch_checks(launches, monkeypatch):
+    monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
+    x, w, res, norm, eps, w2, _, _ = _glu_args(32, 256, 512, 128)
+    with pytest.raises(ValueError, match="norm epilogue: tile r32, N=256"):
+        gemm_ops.gemm_launch(x, w, None, "r32", 1, glu=True, norm=gemm_ops.NormIn(res, norm))
+    with pytest.raises(ValueError, match="norm epilogue"):  # a residual of another width
+        gemm_ops.gemm_launch(x, w, None, "r32", 1, norm=gemm_ops.NormIn(res[:, :128], norm))
+    with pytest.raises(ValueError, match="norm epilogue: tile r32w, N=192"):  # a partial 128-wide tile
+        gemm_ops.gemm_launch(x, random_packed(192, 512, "q4_0", torch.Generator().manual_seed(0)), None, "r32w", 1,
+                             norm=gemm_ops.NormIn(res[:, :192], norm[:192]))
+    ss = torch.zeros(32, 4)
+    with pytest.raises(ValueError, match="row norm: glu False"):
+        gemm_ops.gemm_launch(res, w2, None, "r32", 1, row_norm=gemm_ops.RowNorm(ss, eps))
+    with pytest.raises(ValueError, match="row norm"):
+        gemm_ops.gemm_launch(res, w2, None, "r32", 1, glu=True, row_norm=gemm_ops.RowNorm(ss.double(), eps))
+    assert not launches
+
+
+# -- GPU ---------------------------------------------------------------------------------------------------------
+def _fused_and_unfused(op):
+    provs = ops.registry.providers[op]
+    return provs["cuda_pack_gemm_rd"].fn, provs["unfused"].fn
+
+
+@gpu
+@needs_rd
+@pytest.mark.parametrize("m,kind", [(3, "q4_0"), (16, "q4_0"), (32, "q4_0"), (48, "q4_0"), (64, "q4_0"),
+                                    (32, "q4_k"), (24, "q6_k")])
+def test_o_gate_up_against_unfused(m, kind):
+    """llama3-8b's o_proj -> post-attention norm -> gate_up GLU: the new residual stream equals the unfused route's
+    bit for bit (same tile and splits, rms_norm.cu's add), the GLU output within one FP16 rounding of it; the
+    tiles' sums of squares add up to the residual's; a CUDA graph replays the eager result."""
+    a = _glu_args(m, 4096, 4096, 14336, kind, kind, "cuda", SEED + m)
+    assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == "cuda_pack_gemm_rd"
+    fused, unfused = _fused_and_unfused("linear_rms_norm_linear")
+    with cuda_ops.poison_outputs():
+        got, got_res = fused(*a)
+    want, want_res = unfused(*a)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (m, kind, SEED)
+    assert torch.equal(got_res, want_res), (m, kind, SEED)
+    assert rel_err(got, want) < 2e-3, (m, kind, rel_err(got, want), SEED)
+    xt, res, ss = gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3]))
+    assert torch.equal(res, want_res)
+    torch.testing.assert_close(ss.sum(1), res.float().pow(2).sum(1), rtol=1e-5, atol=0)
+    torch.testing.assert_close(xt, (res.float() * a[3].float()).half(), rtol=0, atol=0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, out_res = ops.linear_rms_norm_linear(*a)
+    a[0].copy_(torch.randn(m, 4096, generator=torch.Generator().manual_seed(SEED)).half())
+    g.replay()
+    torch.cuda.synchronize()
+    want, want_res = fused(*a)
+    assert torch.equal(out, want) and torch.equal(out_res, want_res)
+
+
+@gpu
+@needs_rd
+@pytest.mark.parametrize("m,kind,kv", [(3, "q4_0", torch.float16), (32, "q4_0", torch.float16),
+                                       (64, "q4_0", torch.float16), (32, "q4_0", torch.float8_e4m3fn),
+                                       (17, "q4_k", torch.float8_e5m2), (40, "awq", torch.float16)])
+def test_down_qkv_against_unfused(m, kind, kv):
+    """llama3-8b's down -> the next layer's input norm -> qkv, rotary and the cache write (a padding slot): the new
+    residual stream bit for bit, q and the cache rows within one FP16 rounding of the unfused route (FP8 caches:
+    as many bytes off as that rounding moves, each by one code)."""
+    b = _down_qkv_args(m, 4096, 14336, 32, 8, 128, 128, kind, kind, "cuda", SEED + m, blocks=64)
+    b[11], b[12] = b[11].to(kv), b[12].to(kv)
+    assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", *b)).provider.name == "cuda_pack_gemm_rd"
+    fused, unfused = _fused_and_unfused("linear_rms_norm_qkv_rotary_cache")
+    kw, vw = b[11].clone(), b[12].clone()
+    want, want_res = unfused(*b[:11], kw, vw, *b[13:])
+    with cuda_ops.poison_outputs():
+        got, got_res = fused(*b)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (m, kind, SEED)
+    assert torch.equal(got_res, want_res), (m, kind, kv, SEED)
+    assert rel_err(got, want) < 2e-3, (m, kind, rel_err(got, want), SEED)
+    for c, w in ((b[11], kw), (b[12], vw)):
+        if kv == torch.float16:
+            assert rel_err(c, w) < 2e-3
+        else:  # one FP16 rounding apart: FP8 codes differ by at most one where they differ
+            d = (_bits(c).int() - _bits(w).int()).abs()
+            assert int(((d != 0) & (d != 1)).sum()) <= d.numel() // 1000 and float((d != 0).float().mean()) < 0.05

@@ -33,7 +33,13 @@ def rows(report, site: str) -> list:
 def test_cpu_admits_the_torch_reference_everywhere_and_says_why_not_cuda():
     rep = admit(route_for(), fake_device("cpu"))
     assert rep.device == "cpu" and rep.fake and not rep.failures
-    assert {r.provider for r in rep.rows} == {"torch"} and {r.status for r in rep.rows} == {"admitted"}
+    assert {r.status for r in rep.rows} == {"admitted"}
+    joined = {"o_proj+gate_up_proj", "down_proj+qkv_proj"}  # two ops in sequence: each of its own sites' provider
+    assert {r.provider for r in rep.rows if r.site not in joined} == {"torch"}
+    assert {(r.site, r.op, r.provider) for r in rep.rows if r.site in joined} == {
+        ("o_proj+gate_up_proj", "linear_rms_norm_linear", "unfused"),
+        ("down_proj+qkv_proj", "linear_rms_norm_qkv_rotary_cache", "unfused")}
+    assert all(r.layers == list(range(1, 30)) for r in rows(rep, "down_proj+qkv_proj"))
     sites = {r.site for r in rep.rows}
     assert {"final_norm", "qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "lm_head"} <= sites
     assert not {"input_norm", "rope_kv_write"} & sites  # Llama: norms, rotary and cache write ride on qkv / gate_up
@@ -245,10 +251,13 @@ def test_acceleration_endpoint_serves_the_report(served):
     attn = next(row for row in body["admission"] if row["site"] == "attention")
     assert attn["provider"] == "torch" and attn["layers"] == "0-29" and "cuda" in " ".join(attn["refused"])
     # after load: the kernels each layer used, matched from the runtime selections
-    assert [g["layers"] for g in body["layers"]] == ["0-29"]
+    # (layer 0's qkv takes the embedding; the others take the down projection in front with it, as one op)
+    assert [g["layers"] for g in body["layers"]] == ["0", "1-29"]
     kernels = body["layers"][0]["kernels"]
     assert kernels["qkv_proj"] == "torch" and kernels["attention"] == "torch"
-    assert "(not called yet)" not in kernels.values()  # every constructed problem met its runtime twin
+    assert "down_proj+qkv_proj" not in kernels and body["layers"][1]["kernels"]["down_proj+qkv_proj"] == "unfused"
+    for group in body["layers"]:  # every constructed problem met its runtime twin
+        assert "(not called yet)" not in group["kernels"].values(), group
     assert body["runtime"] and all(row["provider"] for row in body["runtime"])
 
 
@@ -256,4 +265,5 @@ def test_layer_kernels_name_what_the_engine_ran(served, llm):
     _, alm = served
     rep = admit(alm.route, fake_device("cpu"))
     groups = layer_kernels(alm.route, rep)
-    assert groups[0]["type"] == "attention" and set(groups[0]["kernels"].values()) == {"torch"}
+    assert groups[0]["type"] == "attention" and set(groups[0]["kernels"].values()) == {"torch", "unfused"}
+    assert {s for s, p in groups[0]["kernels"].items() if p == "unfused"} == {"o_proj+gate_up_proj"}

@@ -138,24 +138,39 @@ class LlamaForCausalLM(HFNamedWeights):
         h = self.embed_tokens(input_ids)
         neox = not s.rope_interleaved
         # y: the output of the last projection into the residual stream, not yet added to it; each
-        # normed projection adds it and normalizes (one op, fused into the GEMV for decode on the GPU)
-        y, residual, eps = h, None, s.rms_norm_eps
+        # normed projection adds it and normalizes (one op, fused into the GEMV for decode on the GPU).
+        # down: the layer's down projection (its input, its weight), not yet run: the next layer's input takes
+        # it, its residual add and norm as one op, as gate_up takes o_proj (fused into the GEMMs' epilogues for
+        # decode batches on the GPU: linear_norm_ops).
+        y, residual, eps, down = h, None, s.rms_norm_eps, None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
             if isinstance(layer.qkv, tuple):  # q / k / v in different formats: separate projections
+                if down is not None:
+                    y, down = ops.linear(*down), None
                 x, residual = add_rms_norm(y, residual, layer.input_norm, eps)
                 q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
                 q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
                                          md.slot_mapping)
             else:  # norm, projection, rotary and cache write: one op (one launch for decode on the GPU)
-                q, residual = ops.rms_norm_qkv_rotary_cache(y, layer.input_norm, eps, layer.qkv, residual,
-                                                            layer.qkv_bias, positions, s.head_dim, self.cos_sin,
-                                                            neox, k_cache, v_cache, md.slot_mapping, s.num_heads,
-                                                            s.num_kv_heads)
+                rope = (positions, s.head_dim, self.cos_sin, neox, k_cache, v_cache, md.slot_mapping, s.num_heads,
+                        s.num_kv_heads)
+                if down is not None:
+                    q, residual = ops.linear_rms_norm_qkv_rotary_cache(*down, residual, layer.input_norm, eps, layer.qkv,
+                                                                       layer.qkv_bias, *rope)
+                else:
+                    q, residual = ops.rms_norm_qkv_rotary_cache(y, layer.input_norm, eps, layer.qkv, residual,
+                                                                layer.qkv_bias, *rope)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
-                                    s.sliding_window)
-            y = ops.linear(o.reshape(T, s.q_size), layer.o_proj)
-            a, residual = norm_gate_up_act(y, residual, layer.post_attn_norm, eps, layer.gate_up)
-            y = ops.linear(a, layer.down)
+                                    s.sliding_window).reshape(T, s.q_size)
+            if isinstance(layer.gate_up, tuple):
+                a, residual = norm_gate_up_act(ops.linear(o, layer.o_proj), residual, layer.post_attn_norm, eps,
+                                               layer.gate_up)
+            else:
+                a, residual = ops.linear_rms_norm_linear(o, layer.o_proj, residual, layer.post_attn_norm, eps,
+                                                         layer.gate_up, None, "silu_and_mul")
+            down = (a, layer.down)
+        if down is not None:
+            y = ops.linear(*down)
         return add_rms_norm(y, residual, self.norm, eps)[0]
 
     def compute_logits(self, hidden: torch.Tensor, upcast: bool = True) -> torch.Tensor:

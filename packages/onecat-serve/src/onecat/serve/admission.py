@@ -24,12 +24,14 @@ from typing import Any
 import torch
 
 from onecat.kernels import REFERENCE, AdmissionError, Problem, ops, registry as global_registry
+from onecat.kernels.linear_norm_ops import IN_PREFIX
 
 from .config_store import Route, expected_providers
 from .hardware import Device
 
-LAYOUT_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous", "rows", "phase"}
 QUIET_KEYS = {"contiguous", "aligned16", "weight_aligned32", "layout_ok", "row_contiguous"}  # always true here
+QUIET_KEYS |= {IN_PREFIX + k for k in QUIET_KEYS}  # the joined ops' projection in front (linear_norm_ops)
+LAYOUT_KEYS = QUIET_KEYS | {"rows", "phase", IN_PREFIX + "rows"}
 
 
 def facts(p: Problem) -> str:
@@ -234,6 +236,20 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
                     call("rms_norm_linear", site, ls, _meta(rows, kk, dtype=dt), _meta(kk, dtype=dt), 1e-6, w,
                          res, b, act, phase=phase)
 
+    def linear_norm(site: str, layers, n_in: int, k_in: int, n: int, kk: int, fmt: str | None, bias: bool = False,
+                    act: str | None = None, rope=None) -> None:
+        """A projection into the residual stream joined to the normed projection behind it (the adapter's
+        linear_rms_norm_linear, or with `rope` linear_rms_norm_qkv_rotary_cache): its unfused route is the
+        sites' own linear and norm_linear rows."""
+        w_in, w = weight_of(n_in, k_in, fmt), weight_of(n, kk, fmt)
+        b = _meta(n, dtype=dt) if bias else None
+        for phase, rows in phases:
+            head = (_meta(rows, k_in, dtype=dt), w_in, _meta(rows, kk, dtype=dt), _meta(kk, dtype=dt), 1e-6, w, b)
+            if rope:
+                call("linear_rms_norm_qkv_rotary_cache", site, layers, *head, *rope(rows), phase=phase)
+            else:
+                call("linear_rms_norm_linear", site, layers, *head, act, phase=phase)
+
     H, D, f = s.hidden_size, s.head_dim, route.formats
     res_dt = "float32" if s.fp32_residual and dt == "float16" else dt
     wfmt = f.get("weights")
@@ -307,6 +323,10 @@ def route_sites(route: Route, compute_dtype: str | None = None, device_kind: str
         I = s.intermediate_size // tp
         if fused and act == "silu_and_mul":
             norm_linear("gate_up_proj", layers, 2 * I, H, wfmt, act=act)
+            if attn:  # o_proj with gate_up behind; down with the next layer's qkv behind
+                linear_norm("o_proj+gate_up_proj", attn, H, hq * D, 2 * I, H, wfmt, act=act)
+                linear_norm("down_proj+qkv_proj", [i for i in attn if i > 0], H, I, q + 2 * hk * D, H, wfmt,
+                            s.attention_bias, rope=rope)
         else:
             linear("gate_up_proj", layers, 2 * I, H, wfmt)
             call(act, "mlp_act", layers, _meta(2, 2 * I, dtype=dt), *act_args)

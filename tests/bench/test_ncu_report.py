@@ -58,7 +58,8 @@ def test_graph_replayed_kernels_take_their_op_from_the_kernel_name(text):
              "gemv_r_q4_k_r4u1k2_rn": "rms_norm_linear", "gemv_r_q4_0_r4u1k2n": "linear",
              "rotary_cache_gptj_v8": "rotary_and_cache", "rotary_neox_v8": "rotary_embedding",
              "gemm_rd_q4_0_r32_rope": "rms_norm_qkv_rotary_cache", "gemm_rd_q4_0_r32w_glu": "rms_norm_linear",
-             "gemm_wg_q4_0_w64_glu": "rms_norm_linear", "gemm_rd_q4_0_r32w": "linear"}
+             "gemm_wg_q4_0_w64_glu": "rms_norm_linear", "gemm_rd_q4_0_r32w": "linear",
+             "gemm_rd_q4_0_r32_norm": "linear", "gemm_wg_q4_0_w64_norm": "linear"}
     for kernel, op in fused.items():  # the fused GEMVs by their suffix, before the plain GEMV prefix
         assert [o for p, o in ncu_report.KERNEL_OPS if re.search(p, kernel)][0] == op, kernel
 

@@ -44,7 +44,9 @@ OP_RE = re.compile(r"onecat\.op\.([A-Za-z0-9_]+)\.([A-Za-z0-9_\-]+)")
 STEP_RE = re.compile(r"onecat\.step\.([A-Za-z0-9_]+)\.(\d+)")
 # kernels replayed from a CUDA graph carry no op ranges (those were pushed at capture): their op is
 # read from onecat's kernel names, provider "graph"
-# (the first matching pattern wins: the fused GEMVs' suffixes before the plain GEMV prefix)
+# (the first matching pattern wins: the fused GEMVs' suffixes before the plain GEMV prefix). The GEMMs' _norm
+# entries (linear_rms_norm_*'s projection in front, its epilogue the residual add) read as linear; the _glu /
+# _rope launch behind them, which scales by the norm, as rms_norm_linear / rms_norm_qkv_rotary_cache
 KERNEL_OPS = ((r"^gemv_.*_rn_rope$", "rms_norm_qkv_rotary_cache"), (r"^gemv_.*_rn(_glu)?$", "rms_norm_linear"),
               (r"^gemv_", "linear"), (r"^gemm_.*_rope$", "rms_norm_qkv_rotary_cache"),
               (r"^gemm_.*_glu$", "rms_norm_linear"), (r"^gemm_", "linear"), (r"^attn_", "paged_attention"),

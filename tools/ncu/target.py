@@ -14,6 +14,11 @@ weights in a real format: --shape llama3-8b --weights q4_0), runs `batch` reques
     python tools/ncu/target.py --shape llama3-8b --weights q4_0 --batch 1 --context 512
 
 Runs without ncu too (then it only prints the timed steps).
+
+`--ab-disable OP:PROVIDER,...` instead times an A/B in this one process: the decode graphs captured a second time
+with those providers disabled (the registry's syntax, as $ONECAT_DISABLED_PROVIDERS), then `--rounds` rounds of
+`--timed` steps of the route and of the other graphs, alternated on the same weights, cache and clocks (separate
+processes drift by +-5% on the lent H200: s31-s32).
 """
 
 from __future__ import annotations
@@ -146,6 +151,65 @@ def timeline(step, n: int) -> None:
               f"{statistics.median(gaps):.1f} us")
 
 
+def timed_steps(step, n: int) -> list[float]:
+    """n decode steps, each timed by CUDA events (us)."""
+    times = []
+    for _ in range(n):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        step()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3)
+    return times
+
+
+def ab_rounds(runner, step, a) -> int:
+    """The in-process A/B (--ab-disable): A = the route's graphs, B = graphs captured with the providers disabled."""
+    from onecat.kernels import ops
+    if runner.graphs is None:
+        print(f"--ab-disable needs CUDA graphs ({runner.graph_status})", file=sys.stderr)
+        return 2
+    names = [n.strip() for n in a.ab_disable.split(",") if n.strip()]
+    routes = {"A": {r["problem"]: r["provider"] for r in runner.route_report()}}
+    graphs = {"A": runner.graphs}
+    base = set(ops.registry.disabled)
+    ops.registry.configure(disabled=sorted(base | set(names)))
+    graphs["B"], status = runner._capture_graphs()
+    routes["B"] = {r["problem"]: r["provider"] for r in runner.route_report()}
+    ops.registry.configure(disabled=sorted(base))
+    if graphs["B"] is None:
+        print(f"B's graphs: {status}", file=sys.stderr)
+        return 2
+    changed = sorted(k for k in routes["B"] if routes["A"].get(k) != routes["B"][k])
+    print(f"A: the route; B: disabled {names}; B's selections that differ from A's: {len(changed)}")
+    for k in changed:
+        print(f"  {k}: A {routes['A'].get(k, '(not asked)')} -> B {routes['B'][k]}")
+    if not changed:
+        print("B selects what A does: nothing to compare", file=sys.stderr)
+        return 2
+    steps: dict[str, list[list[float]]] = {"A": [], "B": []}
+    for r in range(a.rounds):
+        for v in ("A", "B"):
+            runner.graphs = graphs[v]
+            steps[v].append(timed_steps(step, a.timed))
+        print(f"round {r + 1}: A {statistics.median(steps['A'][-1]):.1f} us, B {statistics.median(steps['B'][-1]):.1f} us"
+              f" (medians of {a.timed} steps)")
+    runner.graphs = graphs["A"]
+    med = {v: statistics.median(t for rnd in steps[v] for t in rnd) for v in steps}
+    mins = {v: min(t for rnd in steps[v] for t in rnd) for v in steps}
+    print(f"decode step, batch {a.batch}, context {a.context}+, KV {runner.kv_dtype}, CUDA graphs, CUDA events: "
+          f"A median {med['A']:.1f} us (min {mins['A']:.1f}), B median {med['B']:.1f} us (min {mins['B']:.1f}) over "
+          f"{a.rounds} x {a.timed} steps each; A / B - 1 = {med['A'] / med['B'] - 1:+.2%}")
+    if a.steps_json:
+        with open(a.steps_json, "w") as f:
+            json.dump({"ab_disable": names, "rounds": steps, "median_step_us": med, "batch": a.batch,
+                       "context": a.context, "model": a.model or f"{a.shape} generated {a.weights}",
+                       "route_a": routes["A"], "changed_in_b": {k: routes["B"][k] for k in changed},
+                       "device": torch.cuda.get_device_name(0)}, f, indent=1)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=None, help="a GGUF file (default: generated weights of --shape)")
@@ -160,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeline", type=int, default=0,
                     help="trace this many decode steps with torch.profiler (CUPTI; graph kernels included) and "
                          "print their kernel table and the idle gaps between kernels, without ncu")
+    ap.add_argument("--ab-disable", default=None,
+                    help="op:provider,...: alternate the route's decode graphs with graphs captured with these disabled")
+    ap.add_argument("--rounds", type=int, default=3, help="--ab-disable's rounds (each: --timed steps of A, then B)")
     ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--kv", default="auto", help="the paged cache's dtype (CacheConfig.dtype: auto, float16, "
@@ -177,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     from onecat.serve.sampling_params import SamplingParams
     from onecat.serve.scheduler import Scheduler
 
-    total = a.warmup + a.timed + a.timeline + a.profiled + 2
+    total = a.warmup + a.timed * (2 * a.rounds if a.ab_disable else 1) + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
     cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
                        cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False, dtype=a.kv),
@@ -208,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.warmup):
         step()
     sync()
+    if a.ab_disable:
+        return ab_rounds(runner, step, a)
     times = []
     for _ in range(a.timed):
         if cuda:

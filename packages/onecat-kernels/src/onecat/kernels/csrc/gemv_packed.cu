@@ -33,121 +33,15 @@
 //    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (a warp's rows hold
 //    whole rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and
 //    v into their paged-cache rows, FP16 or FP8 (E4M3 / E5M2 of the FP16 value, scale 1).
-#include "attention_fp8.cuh"
+#include "gemv_epilogue.cuh"
 #include "packed_formats.cuh"
 
-enum { EPI_NONE = 0, EPI_GLU = 1, EPI_ROPE = 2 };
 struct GemvNormIn {  // the RMSNorm in front of a NORM_IN GEMV (unused otherwise)
   const __half* res;     // [K] residual added to x first, or null
   const __half* norm_w;  // [K]
   __half* res_out;       // [K] x + res (the new residual stream), written by block 0; null without res
   float eps;
 };
-struct GemvRope {  // EPI_ROPE: the rows are [q | k | v] of one token (unused otherwise)
-  const i64* positions;  // [1]
-  const i64* slots;      // [1]: the cache row; < 0 is padding (q only)
-  const float* cos_sin;  // [max_pos, rot]: cos then sin
-  __half* k_cache;       // [blocks, block_size, Hk, D] (slot-major rows of kv elements; FP8: bytes)
-  __half* v_cache;
-  int q_size, kv_size, head_dim, rot, neox;
-  int kv;                // the caches' element: KV_F16, KV_E4M3 or KV_E5M2 (attention_fp8.cuh)
-};
-
-// EPI_ROPE's rows: a warp's R rows must hold whole rotation pairs. GPT-J pairs (2j, 2j + 1) are
-// adjacent rows, so the natural rows n0 + r do; NeoX pairs (j, j + rot / 2) are not: a warp whose
-// rows start inside a head's rotary part takes pairs j0 .. j0 + R/2 - 1 (j0 = its offset / 2), rows
-// r < R/2 the first halves, the rest the second (a bijection on [0, rot); rot % R == 0). Elsewhere
-// (past rot, v) the natural rows.
-template <int R>
-ONECAT_DEVICE int rope_row(const GemvRope& e, int n0, int r) {
-  const int off = n0 % e.head_dim;
-  if (!e.neox || n0 >= e.q_size + e.kv_size || off >= e.rot) return n0 + r;
-  return n0 - off + (off >> 1) + (r < R / 2 ? r : e.rot / 2 + r - R / 2);
-}
-
-// Rows n, n + 1 (P = 2; n even) or row n (P = 1) of [q | k | v], FP32 values: q to `out`, k / v to their cache
-// rows (nothing for a padding slot), rounded to FP16, FP8 caches then fp8 of that (attention_fp8.cuh's
-// float_to_fp8, as attention_cache.cu at scale 1 for the FP16 k / v the unfused route would give it).
-template <int P>
-ONECAT_DEVICE void rope_put(__half* out, const GemvRope& e, i64 slot, int n, float a, float b = 0.f) {
-  const __half2 h = __floats2half2_rn(a, b);
-  __half* dst = out + n;
-  i64 i = 0;
-  if (n >= e.q_size) {
-    if (slot < 0) return;
-    const bool k = n < e.q_size + e.kv_size;
-    dst = k ? e.k_cache : e.v_cache;
-    i = slot * e.kv_size + (n - e.q_size - (k ? 0 : e.kv_size));
-    if (e.kv != KV_F16) {
-      unsigned char* c = reinterpret_cast<unsigned char*>(dst) + i;
-      auto q8 = [&](__half v) { return float_to_fp8(e.kv, __half2float(v)); };
-      if constexpr (P == 2)
-        *reinterpret_cast<unsigned short*>(c) = (unsigned short)(q8(__low2half(h)) | (q8(__high2half(h)) << 8));
-      else
-        *c = (unsigned char)q8(__low2half(h));
-      return;
-    }
-  }
-  if constexpr (P == 2)
-    *reinterpret_cast<__half2*>(dst + i) = h;
-  else
-    dst[i] = __low2half(h);
-}
-
-// EPI_ROPE's inputs of one warp's R rows (R / 2 rotation pairs), loaded early so that the epilogue
-// waits on none of them: the position and slot as the kernel starts, the pairs' cos / sin once the
-// position has arrived (after the norm prologue), all in flight across the main loop. Pair p is
-// j = off / 2 + p (NeoX: rows r, r + R/2 of rope_row; GPT-J: rows off + 2p, +1); its values are
-// loaded where it is rotated (off + 2p < rot GPT-J, off < rot NeoX), else stay 1 / 0.
-template <int R>
-struct RopeIn {
-  i64 pos, slot;
-  float c[R / 2], s[R / 2];
-  ONECAT_DEVICE void start(const GemvRope& e) {
-    pos = e.positions[0];
-    slot = e.slots[0];
-  }
-  ONECAT_DEVICE void load_cos_sin(const GemvRope& e, int n0) {
-    const int off = n0 % e.head_dim;
-    const bool qk = n0 < e.q_size + e.kv_size;
-    const float* cs = e.cos_sin + pos * e.rot;
-#pragma unroll
-    for (int p = 0; p < R / 2; ++p) {
-      const bool rot = qk && (e.neox ? off < e.rot : off + 2 * p < e.rot);
-      const int j = (off >> 1) + p;
-      c[p] = rot ? cs[j] : 1.f;
-      s[p] = rot ? cs[(e.rot >> 1) + j] : 0.f;
-    }
-  }
-};
-
-// EPI_ROPE's epilogue for one warp's R rows (y already rounded to fp16 as linear's output): q and k
-// rows rotated in FP32 by rope_pair as rotary.cu does (pair j: cos_sin[pos][j], [rot / 2 + j]) on their first
-// `rot` dims, then written where rope_dst says (unrotated pairs: c = 1, s = 0 is exact).
-template <int R>
-ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<R>& in, int n0, const float (&y)[R]) {
-  const int off = n0 % e.head_dim;
-  const bool qk = n0 < e.q_size + e.kv_size, rotated = qk && off < e.rot;
-  if (e.neox && rotated) {  // pairs (r, r + R/2): rows j and j + rot / 2
-#pragma unroll
-    for (int r = 0; r < R / 2; ++r) {
-      const float2 o = rope_pair(y[r], y[r + R / 2], in.c[r], in.s[r]);
-      rope_put<1>(out, e, in.slot, rope_row<R>(e, n0, r), o.x);
-      rope_put<1>(out, e, in.slot, rope_row<R>(e, n0, r + R / 2), o.y);
-    }
-    return;
-  }
-#pragma unroll
-  for (int r = 0; r < R; r += 2) {  // GPT-J pairs (n0 + r, n0 + r + 1), or unrotated rows
-    float a = y[r], b = y[r + 1];
-    if (qk && !e.neox && off + r < e.rot) {
-      const float2 o = rope_pair(y[r], y[r + 1], in.c[r / 2], in.s[r / 2]);
-      a = o.x;
-      b = o.y;
-    }
-    rope_put<2>(out, e, in.slot, n0 + r, a, b);
-  }
-}
 
 // x (chunk c's 32 halves are uint4s 4c..4c+3) sits in shared memory with uint4 s of chunk c at
 // 4c + (s ^ ((c >> 1) & 3)): the 8 lanes of a 128-bit access phase (chunks c..c+7, one s) then hit
@@ -204,25 +98,29 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // for all M rows (chunk_dot_mt: per row of x the M = 1 kernel's bits); rows m >= M read row M - 1 and
 // are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
 // GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
-template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1>
+// EPI_NORM / RS: the two halves of a residual add + RMSNorm between two projections (gemv_epilogue.cuh).
+template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1,
+          bool RS = false>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                           int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{},
-                          const GemvRope& rope = GemvRope{}, int M = 1) {
+                          const GemvRope& rope = GemvRope{}, int M = 1, const GemvNormOut& no = GemvNormOut{},
+                          const GemvRowNorm& rn = GemvRowNorm{}) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
   static_assert(EPI == EPI_NONE || R % 2 == 0, "GLU / rotary pairs rows");
   // (MT > 1 with the norm in front, H200 s18: its prologue per block for both rows made a batch-2 step
   // 16-24% slower than rms_norm + this plain kernel; dropped)
-  static_assert(MT == 1 || (EPI != EPI_ROPE && !NORM_IN), "several rows of x: plain or GLU outputs");
+  static_assert(MT == 1 || (EPI != EPI_ROPE && EPI != EPI_NORM && !NORM_IN && !RS), "several rows of x: plain or GLU outputs");
+  static_assert(!(RS && (NORM_IN || EPI == EPI_NORM)), "RS reads a normed x~: no norm prologue, no norm epilogue");
   __shared__ float red[KS > 1 ? NW : 1][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
   const int n0 = (blockIdx.x * (NW / KS) + warp / KS) * RO;
-  if (!NORM_IN && KS == 1 && n0 >= nout) return;  // (NORM_IN: every thread takes the prologue's barriers)
+  if (!NORM_IN && !RS && KS == 1 && n0 >= nout) return;  // (NORM_IN / RS: every thread takes their barriers)
   const int nch = K >> 5;
   i64 row[R];
   float acc[MT][R];
@@ -265,6 +163,14 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
     gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);
     if (KS == 1 && n0 >= nout) return;
   }
+  float inv = 1.f;
+  __half2 inv2 = __float2half2_rn(1.f);
+  if constexpr (RS) {
+    inv = gemv_row_norm_inv(rn, K);
+    inv2 = __float2half2_rn(inv);
+    inv /= __low2float(inv2);  // the sums' share: inv / fp16(inv)
+    if (KS == 1 && n0 >= nout) return;
+  }
   if (rope_lane) rin.load_cos_sin(rope, n0);
   if (!LOAD_FIRST) load(cur, 32 * U * kw);
   for (int base = 32 * U * kw; base < nch; base += STEP) {
@@ -278,6 +184,12 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
           for (int s = 0; s < 4; ++s)
             xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
+          if constexpr (RS) {
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) xv[s].h2[i] = __hmul2(xv[s].h2[i], inv2);
+          }
           const float sx = SUMX ? chunk_x_sum(xv) : 0.f;
 #pragma unroll
           for (int r = 0; r < R; ++r) acc[0][r] = chunk_dot<F>(cur[u][r], c, xv, sx, acc[0][r]);
@@ -324,7 +236,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
 #pragma unroll
         for (int w = 0; w < KS; ++w) v += red[warp - kw + w][r];
       }
-      val[0][r] = v;
+      val[0][r] = RS ? v * inv : v;
     }
   } else {
 #pragma unroll
@@ -353,6 +265,8 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
         y[r] = __half2float(__float2half_rn(bias ? val[0][r] + __half2float(bias[row[r]]) : val[0][r]));
       gemv_rope_cache<R>(out, rope, rin, n0, y);
     }
+  } else if (EPI == EPI_NORM && kw == 0 && lane == 0) {
+    if (n0 < N) gemv_norm_store<R>(no, out, bias, N, n0, val[0]);
   } else if (kw == 0 && lane == 0 && MT == 1) {
 #pragma unroll
     for (int r = 0; r < RO; ++r) {
@@ -530,6 +444,35 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
         GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}); \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
+// M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
+// _norm (o / down: EPI_NORM in the plain shape gemv_m1_shape picks; + res, res_out, gamma, ss) in front, then
+// _rs_glu / _rs_rope (gate_up / qkv: RS in the normed shape it picks, NW warps a block; + ss, ss_tiles, eps, and
+// the rope parameters as _rn_rope's) reading its x~.
+#define GEMV_JOIN_PARAMS                                                                                 \
+  __half* out, const __half* x, const unsigned char* q, const unsigned char* qh, const unsigned char* meta, \
+      const __half* bias, int N, int K, int gchunks
+#define GEMV_ROWS_NORM_OUT(NAME, F, R, U, PF, KS, SFX)                                                  \
+  extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_norm(      \
+      GEMV_JOIN_PARAMS, const __half* res, __half* res_out, const __half* gamma, float* ss) {           \
+    gemv_rows<F, R, U, PF, KS, EPI_NORM>(out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{}, GemvRope{}, 1, \
+                                         GemvNormOut{res, res_out, gamma, ss});                          \
+  }
+#define GEMV_ROWS_RS_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
+  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_glu( \
+      GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps) {                                     \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, false, NW, 1, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,  \
+                                                           GemvNormIn{}, GemvRope{}, 1, GemvNormOut{},  \
+                                                           GemvRowNorm{ss, ss_tiles, eps});             \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_rope( \
+      GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps, const i64* positions, const i64* slots, \
+      const float* cos_sin, __half* k_cache, __half* v_cache, int q_size, int kv_size, int head_dim, int rot, \
+      int neox, int kv) {                                                                               \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, false, NW, 1, true>(                                           \
+        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{},                                         \
+        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}, 1, \
+        GemvNormOut{}, GemvRowNorm{ss, ss_tiles, eps});                                                 \
+  }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \
   GEMV_PACKED(NAME, F, 16, 4)    \
@@ -564,3 +507,9 @@ GEMV_ROWS_RN(q8_0, F_Q8_0, 4, 1, false, 2, n)
 GEMV_ROWS_RN_W(q4_k, F_Q4_K, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN(q4_k, F_Q4_K, 4, 1, false, 1, n)
 GEMV_ROWS_RN(q6_k, F_Q6_K, 2, 1, true, 1, )
+// joined, q4_k (linear_norm_ops.FRONT_SHAPES / BEHIND_SHAPES: q4_0 measured slower than its prologue kernels, s32):
+// _norm in the plain shapes gemv_m1_shape picks, _rs_glu / _rs_rope in the normed ones
+GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 2, )
+GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 1, )
+GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 2, nw8, 8)
+GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 1, n, 4)

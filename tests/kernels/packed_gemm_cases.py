@@ -50,7 +50,8 @@ def launches(monkeypatch):
     def fake_launch(kernel, grid, block, *args, device):
         assert isinstance(kernel, Kernel)
         assert 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535
-        want = 256 if kernel.name.endswith("_m32t") else 192 if kernel.name.startswith("gemm_wg_") else 128
+        want = (256 if kernel.name.endswith("_m32t") or "nw8_" in kernel.name else 192 if kernel.name.startswith("gemm_wg_")
+                else 128)
         assert block == (want, 1, 1), kernel.name
         assert len(args) == len(kernel.signature), kernel.name
         struct.pack_into(kernel._fmt, kernel._buf, 0, *args)

@@ -1,9 +1,10 @@
 """The projections joined across the residual add and RMSNorm (linear_norm_ops: linear_rms_norm_linear,
 linear_rms_norm_qkv_rotary_cache). CPU: the references are the two ops in sequence, admission and refusal
 reasons on fake devices, the launches (intercepted: the _norm entry, then the _glu / _rope entry with its
-RowNorm), the launch's argument checks. GPU (marked `gpu`, sm_80+): the fused route against the unfused one at
-llama3-8b shapes: the new residual stream bit for bit, the outputs and cache rows within one FP16 rounding, the
-tiles' sums of squares, CUDA-graph replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+RowNorm; at one row the _norm GEMV, then the _rs_glu / _rs_rope one), the launch's argument checks. GPU (marked
+`gpu`; the GEMMs sm_80+, the GEMVs any): the fused routes against the unfused one at llama3-8b shapes: the new
+residual stream bit for bit, the outputs and cache rows within one FP16 rounding, the sums of squares, CUDA-graph
+replay. Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,6 @@ def test_admission(any_nvrtc):
     assert _on("linear_rms_norm_qkv_rotary_cache", qkv).provider.name == "cuda_pack_gemm_rd"
     for sel, why in (
             (_on("linear_rms_norm_linear", glu, cap=(7, 0)), "capability 7.0 < 8.0"),
-            (_on("linear_rms_norm_linear", glu, rows=1), "M=1 rows: the register-direct tiles take 3..64"),
             (_on("linear_rms_norm_linear", glu, in_format="packed_q4_1"),
              "projection in front: weight format packed_q4_1 not packed_q4_0"),
             (_on("linear_rms_norm_linear", glu, in_n=384), "the projection in front gives 384 features, the one "
@@ -79,6 +79,9 @@ def test_admission(any_nvrtc):
                                                                     "128")):
         assert sel.provider.name == "unfused", why
         assert any(why in r for r in sel.refused["cuda_pack_gemm_rd"]), sel.refused["cuda_pack_gemm_rd"]
+    one = _on("linear_rms_norm_linear", glu, rows=1)  # one row of q4_0: its normed-prologue GEMVs (unfused)
+    assert one.provider.name == "unfused" and any("M=1 rows" in r for r in one.refused["cuda_pack_gemm_rd"])
+    assert any("packed_q4_0 not packed_q4_k" in r for r in one.refused["cuda_gemv_norm"])
     n = len(linear_norm_ops.IN_PREFIX)
     p = ops.problem("linear_rms_norm_linear", *glu)
     assert dict(linear_norm_ops.in_problem(p).params) == {k[n:]: v for k, v in p.params if k.startswith("in_")}
@@ -121,6 +124,49 @@ def test_launches(launches, monkeypatch):
     assert launches[0][2][13:] == (0, 0, 0.0)
 
 
+def test_gemv_admission(any_nvrtc):
+    """cuda_gemv_norm at one row where both weights are q4_k, on every GPU from sm_70; else (q4_0 measured slower
+    than its normed-prologue GEMVs) the unfused route, the report saying why."""
+    glu, qkv = _glu_args(1, 256, 512, 128, "q4_k", "q4_k"), _down_qkv_args(1, 256, 4096, 4, 2, 64, 64, "q4_k", "q4_k")
+    for cap in ((7, 0), (9, 0)):
+        assert _on("linear_rms_norm_linear", glu, cap).provider.name == "cuda_gemv_norm"
+        assert _on("linear_rms_norm_qkv_rotary_cache", qkv, cap).provider.name == "cuda_gemv_norm"
+        assert _on("linear_rms_norm_qkv_rotary_cache", qkv, cap, neox=True).provider.name == "cuda_gemv_norm"
+    for sel, why in (
+            (_on("linear_rms_norm_linear", glu, rows=2), "M=2: the joined GEMVs take one row"),
+            (_on("linear_rms_norm_linear", glu, in_format="packed_q4_1"),
+             "projection in front: weight format packed_q4_1 not packed_q4_k"),
+            (_on("linear_rms_norm_linear", glu, format="packed_q4_0"), "projection behind: weight format packed_q4_0"),
+            (_on("linear_rms_norm_linear", glu, in_n=384), "the projection in front gives 384 features"),
+            (_on("linear_rms_norm_linear", glu, act=None), "activation None: the GLU epilogue is silu_and_mul only"),
+            (_on("linear_rms_norm_linear", glu, residual_dtype="float32"), "residual dtype float32 not float16"),
+            (_on("linear_rms_norm_qkv_rotary_cache", qkv, head_dim=66), "head_dim 66 / rotary_dim 64: not multiples"),
+            (_on("linear_rms_norm_qkv_rotary_cache", qkv, kv_dtype="float32"), "KV cache dtype float32")):
+        assert sel.provider.name == "unfused", why
+        assert any(why in r for r in sel.refused["cuda_gemv_norm"]), sel.refused["cuda_gemv_norm"]
+
+
+def test_gemv_launches(launches):
+    """The _norm GEMV (res, res_out, gamma, ss after the GEMV's arguments; ss one float per 4 rows), then the
+    _rs_glu / _rs_rope one reading its x~ with (ss, its N / 4 sums, eps): the plain shape gemv_m1_shape picks in
+    front, the normed one behind."""
+    a = _glu_args(1, 256, 512, 128, "q4_k", "q4_k")
+    out, res = linear_norm_ops.linear_rms_norm_linear_gemv(*a)
+    (n1, g1, a1), (n2, g2, a2) = launches
+    assert out.shape == (1, 128) and res.shape == (1, 256)
+    assert n1 == "gemv_r_q4_k_r4u1k1_norm" and a1[6:9] == (256, 512, a[1].group_size // 32) and a1[5] == 0
+    assert a1[9] == a[2].data_ptr() and a1[10] == res.data_ptr() and a1[11] == a[3].data_ptr()
+    assert n2 == "gemv_r_q4_k_r4u1k2nw8_rs_glu" and a2[0] == out.data_ptr() and a2[1] == a1[0]
+    assert a2[6:8] == (256, 256) and a2[9] == a1[12] and a2[10:] == (256 // 4, 1e-5)
+    assert g1[0] == 256 // 16 and g2[0] == 128 // 8  # 4 / 4 groups of 4 rows a block (behind: K split 2 ways), GLU 2
+    launches.clear()
+    b = _down_qkv_args(1, 256, 4096, 4, 2, 64, 64, "q4_k", "q4_k")
+    q, _ = linear_norm_ops.linear_rms_norm_qkv_rotary_cache_gemv(*b)
+    assert q.shape == (1, 256) and [c[0] for c in launches] == ["gemv_r_q4_k_r4u1k2_norm", "gemv_r_q4_k_r4u1k2nw8_rs_rope"]
+    assert launches[1][2][9:12] == (launches[0][2][12], 256 // 4, 1e-5)
+    assert launches[1][2][12:17] == tuple(t.data_ptr() for t in (b[7], b[13], b[9], b[11], b[12]))
+
+
 def test_launch_checks(launches, monkeypatch):
     monkeypatch.setattr(gemm_ops, "rd_fits", lambda kind, k, device: True)
     x, w, res, norm, eps, w2, _, _ = _glu_args(32, 256, 512, 128)
@@ -140,9 +186,66 @@ def test_launch_checks(launches, monkeypatch):
 
 
 # -- GPU ---------------------------------------------------------------------------------------------------------
-def _fused_and_unfused(op):
+def _fused_and_unfused(op, fused="cuda_pack_gemm_rd"):
     provs = ops.registry.providers[op]
-    return provs["cuda_pack_gemm_rd"].fn, provs["unfused"].fn
+    return provs[fused].fn, provs["unfused"].fn
+
+
+@gpu
+@pytest.mark.parametrize("kind_in,kind", [("q4_k", "q4_k")])
+def test_gemv_o_gate_up_against_unfused(kind_in, kind):
+    """One row (batch-1 decode), llama3-8b's o_proj -> post-attention norm -> gate_up GLU on the joined GEMVs: the
+    new residual stream equals the unfused route's bit for bit (the same plain GEMV, rms_norm.cu's add), the GLU
+    output within one FP16 rounding; the warps' sums of squares add up to the residual's; a CUDA graph replays."""
+    a = _glu_args(1, 4096, 4096, 14336, kind, kind_in, "cuda", SEED)
+    assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == "cuda_gemv_norm"
+    fused, unfused = _fused_and_unfused("linear_rms_norm_linear", "cuda_gemv_norm")
+    with cuda_ops.poison_outputs():
+        got, got_res = fused(*a)
+    want, want_res = unfused(*a)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind_in, kind, SEED)
+    assert torch.equal(got_res, want_res), (kind_in, kind, SEED)
+    assert rel_err(got, want) < 2e-3, (kind_in, kind, rel_err(got, want), SEED)
+    xt, res, ss = linear_norm_ops._gemv_front(a[0], a[1], a[2], a[3])
+    assert torch.equal(res, want_res) and ss.shape == (4096 // 4,)
+    torch.testing.assert_close(ss.sum(), res.float().pow(2).sum(), rtol=1e-5, atol=0)
+    torch.testing.assert_close(xt, (res.float() * a[3].float()).half(), rtol=0, atol=0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, out_res = ops.linear_rms_norm_linear(*a)
+    a[0].copy_(torch.randn(1, 4096, generator=torch.Generator().manual_seed(SEED)).half())
+    g.replay()
+    torch.cuda.synchronize()
+    want, want_res = fused(*a)
+    assert torch.equal(out, want) and torch.equal(out_res, want_res)
+
+
+@gpu
+@pytest.mark.parametrize("kind_in,kind,kv,rot", [("q4_k", "q4_k", torch.float16, 64), ("q4_k", "q4_k", torch.float16, 128),
+                                                 ("q4_k", "q4_k", torch.float8_e4m3fn, 128),
+                                                 ("q4_k", "q4_k", torch.float8_e5m2, 128)])
+@pytest.mark.parametrize("neox", [False, True])
+def test_gemv_down_qkv_against_unfused(kind_in, kind, kv, rot, neox):
+    """One row, llama3-8b's down -> the next layer's input norm -> qkv, rotary (GPT-J / NeoX, full and partial) and
+    the cache write on the joined GEMVs: the new residual stream bit for bit, q and the cache rows within one FP16
+    rounding of the unfused route (FP8: codes one apart where they differ)."""
+    b = _down_qkv_args(1, 4096, 14336, 32, 8, 128, rot, kind, kind_in, "cuda", SEED, blocks=64)
+    b[10], b[11], b[12] = neox, b[11].to(kv), b[12].to(kv)
+    assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", *b)).provider.name == "cuda_gemv_norm"
+    fused, unfused = _fused_and_unfused("linear_rms_norm_qkv_rotary_cache", "cuda_gemv_norm")
+    kw, vw = b[11].clone(), b[12].clone()
+    want, want_res = unfused(*b[:11], kw, vw, *b[13:])
+    with cuda_ops.poison_outputs():
+        got, got_res = fused(*b)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind, SEED)
+    assert torch.equal(got_res, want_res), (kind_in, kind, kv, SEED)
+    assert rel_err(got, want) < 2e-3, (kind, rel_err(got, want), SEED)
+    for c, w in ((b[11], kw), (b[12], vw)):
+        if kv == torch.float16:
+            assert rel_err(c, w) < 2e-3
+        else:
+            d = (_bits(c).int() - _bits(w).int()).abs()
+            assert int(((d != 0) & (d != 1)).sum()) <= d.numel() // 1000 and float((d != 0).float().mean()) < 0.05
 
 
 @gpu

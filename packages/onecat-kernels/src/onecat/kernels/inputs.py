@@ -158,13 +158,16 @@ def _weight(gen, n, k, fmt, dtype, device):
 def linear_rms_norm_linear(dtype, device, gen) -> list[Case]:
     """o_proj, then the post-attention norm and gate_up: 3..64 rows in the register-direct formats (the _norm /
     RowNorm GEMMs: one-row tiles, 32-row tiles, a long K split 8 ways, 33..64 rows on the wgmma tiles), and
-    one row, two rows, a dense weight, another format and no activation (the unfused route)."""
+    one row in q4_k (the joined GEMVs: short and long rows in front, gate_up of <= and > 8192 rows behind), one row
+    in q4_0, two rows, a dense weight, another format and no activation (the unfused route)."""
     cases = []
     for m, h, k, i, fin, fout, act in [
             (5, 256, 512, 128, "q4_0", "q4_0", True), (32, 512, 1024, 256, "q4_k", "q4_0", True),
             (20, 256, 8192, 256, "q4_0", "q6_k", True), (64, 512, 512, 256, "awq", "q4_0", True),
             (40, 256, 8192, 8192, "q4_0", "q4_0", True),
-            (1, 256, 512, 128, "q4_0", "q4_0", True), (2, 128, 256, 64, "q4_1", "q4_0", True),
+            (1, 256, 512, 128, "q4_0", "q4_0", True), (1, 256, 4096, 128, "q4_k", "q4_k", True),
+            (1, 512, 1024, 256, "q4_k", "q4_k", True), (1, 256, 512, 4608, "q4_k", "q4_k", True),
+            (2, 128, 256, 64, "q4_1", "q4_0", True),
             (4, 128, 128, 64, "dense", "dense", True), (6, 256, 256, 128, "q4_0", "q4_0", False)]:
         x = _randn(gen, m, k, dtype=dtype, device=device)
         res = _randn(gen, m, h, dtype=dtype, device=device)
@@ -177,13 +180,16 @@ def linear_rms_norm_linear(dtype, device, gen) -> list[Case]:
 
 def linear_rms_norm_qkv_rotary_cache(dtype, device, gen) -> list[Case]:
     """down, then the next layer's input norm, qkv, rotary and cache write: 3..64 rows in the register-direct
-    formats with GPT-J rotary (full and partial, a padding slot, a long K split 8 ways, 33..64 rows), and NeoX, one
-    row and a dense weight (the unfused route)."""
+    formats with GPT-J rotary (full and partial, a padding slot, a long K split 8 ways, 33..64 rows); one row in
+    q4_k (the joined GEMVs: GPT-J full and partial, NeoX); one row in q4_0, NeoX batches and a dense weight (the
+    unfused route)."""
     cases = []
     for t, hq, hk, d, r, neox, fin, fw, k, pad in [
             (5, 8, 2, 64, 64, False, "q4_0", "q4_0", 512, True), (24, 4, 2, 128, 64, False, "q4_k", "q4_k", 1024, False),
             (40, 8, 2, 64, 64, False, "q4_0", "q6_k", 8192, True), (17, 4, 4, 64, 32, False, "awq", "q4_0", 512, False),
             (6, 4, 2, 64, 64, True, "q4_0", "q4_0", 512, False), (1, 8, 2, 64, 64, False, "q4_0", "q4_0", 512, False),
+            (1, 4, 2, 128, 64, False, "q4_k", "q4_k", 4096, False), (1, 8, 2, 64, 64, True, "q4_k", "q4_k", 4096, False),
+            (1, 8, 2, 64, 32, False, "q4_k", "q4_k", 1024, False),
             (3, 4, 2, 32, 32, False, "dense", "dense", 256, False)]:
         h, n = 256, (hq + 2 * hk) * d
         x = _randn(gen, t, k, dtype=dtype, device=device)

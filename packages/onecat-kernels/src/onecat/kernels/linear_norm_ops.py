@@ -9,6 +9,11 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   _rope entries with a RowNorm) reads x~ as its x and scales each row's sums by rsqrt(sum / hidden + eps) in its
   epilogue, before the GLU or the rotary. Two launches where the unfused route takes three. The products differ
   from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma).
+* `cuda_gemv_norm` (one row, both weights q4_k: batch-1 decode, every GPU from sm_70; q4_0 measured slower, below): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The projection in front (_norm entries)
+  writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind (_rs_glu / _rs_rope) forms the row's
+  scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
+  loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the
+  NORM_IN kernels' K-wide reads, block reduction and shared x); the residual is bit-equal to the unfused route's.
 * `unfused` (every other problem, the CPU's too): ops.linear, then ops.rms_norm_linear /
   ops.rms_norm_qkv_rotary_cache, each through its own admitted provider (the route before s31, bit for bit; on the
   CPU the two references, so the runtime selections name each projection, as the admission report lists them).
@@ -19,8 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import gemm_ops, linear_fused_ops
-from .cuda_ops import _need, available
+import torch
+
+from . import cuda_ops, gemm_ops, linear_fused_ops
+from .cuda_ops import _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
+from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 
 IN_PREFIX = "in_"  # the projection in front: linear's facts under this prefix (ops._params_linear_rms_norm_linear)
@@ -44,6 +52,111 @@ def _need_norm_producer(r: list[str], p: Problem) -> None:
     _need(r, n is not None and n % 128 == 0, f"hidden size {n}: not whole 128-wide tiles (the _norm epilogue)")
     _need(r, q.param("bias") is None, "a bias on the projection in front")
     _need(r, p.param("residual_dtype") == "float16", f"residual dtype {p.param('residual_dtype')} not float16")
+
+
+# the (format, shape) pairs gemv_packed.cu instantiates joined: in front (_norm) the plain shapes gemv_m1_shape picks,
+# behind (_rs_glu / _rs_rope) the normed ones. q4_k only: H200 s32 (benchmarks/results/h200-2026-12-03-s32), llama3-8b
+# batch-1 steps against the normed GEMVs' prologue, in one process: q4_k -5.3% (plain shapes behind) / -12.3% (normed
+# shapes behind); q4_0 +1.0% / +1.5% (plain) and +6.0% / +6.4% (normed: q4_0's 8-warp prologue kernels stay faster).
+FRONT_SHAPES = {"q4_k": ((4, 1, 2, ""), (4, 1, 1, ""))}
+BEHIND_SHAPES = {"q4_k": ((4, 1, 2, "nw8"), (4, 1, 1, "n"))}
+_GEMV = "ppppppiii"  # out, x, q, qh, meta, bias, N, K, gchunks
+
+
+def _gemv_kernels(shapes: dict, suffix: str, args: str) -> dict:
+    return {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_{suffix}", _GEMV + args, pdl=True)
+            for f, fs in shapes.items() for s in fs}
+
+
+_GEMV_NORM = _gemv_kernels(FRONT_SHAPES, "norm", "pppp")  # + res, res_out, gamma, ss
+_GEMV_RS_GLU = _gemv_kernels(BEHIND_SHAPES, "rs_glu", "pif")  # + ss, ss_tiles, eps
+_GEMV_RS_ROPE = _gemv_kernels(BEHIND_SHAPES, "rs_rope", "pif" + "pppppiiiiii")  # + the rope parameters (_rn_rope's)
+
+
+def _need_join_shape(r: list[str], what: str, fmt: str | None, n: int, k: int, behind: bool) -> None:
+    kind, shapes = (fmt or "").removeprefix("packed_"), BEHIND_SHAPES if behind else FRONT_SHAPES
+    if kind not in shapes:
+        r.append(f"{what}: weight format {fmt} not {' / '.join('packed_' + f for f in shapes)}")
+    elif k % 32:
+        r.append(f"{what}: K={k} not a multiple of 32")
+    elif gemv_m1_shape(kind, n, k, normed=behind) not in shapes[kind]:
+        r.append(f"{what}: M = 1 shape {gemv_m1_shape(kind, n, k, normed=behind)} of {fmt} has no joined instance")
+
+
+def _supports_gemv_join(p: Problem) -> list[str]:
+    """Both M = 1 GEMVs joined: one row, FP16, both weights of a joined shape, the front's N the hidden size (a
+    multiple of its 4 rows a warp), an FP16 residual and norm weight of that size, x contiguous and aligned."""
+    r = _common(p)
+    q = in_problem(p)
+    n_in = q.param("n")
+    _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the joined GEMVs take one row (decode, batch 1)")
+    _need_join_shape(r, "projection in front", q.param("format"), n_in, q.param("k"), False)
+    _need_join_shape(r, "projection behind", p.param("format"), p.param("n"), p.param("k"), True)
+    _need(r, n_in == p.param("k"), f"the projection in front gives {n_in} features, the one behind takes {p.param('k')}")
+    _need(r, n_in % 4 == 0, f"hidden size {n_in}: not a multiple of 4 (a warp's rows in front)")
+    _need(r, q.param("bias") is None, "a bias on the projection in front")
+    _need(r, q.param("contiguous", True) and q.param("aligned16", True), "x not contiguous and 16-byte aligned")
+    _need(r, p.param("residual_dtype") == "float16", f"residual dtype {p.param('residual_dtype')} not float16")
+    linear_fused_ops._need_norm_dtypes(r, p)
+    _need(r, p.param("norm_layout_ok", True), "residual / norm weight not contiguous, 16-byte aligned, of K elements")
+    return r
+
+
+def supports_gemv_glu(p: Problem) -> list[str]:
+    r = _supports_gemv_join(p)
+    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GLU epilogue is silu_and_mul only")
+    _need(r, p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
+    _need(r, p.param("n") % 2 == 0, f"N={p.param('n')} odd: not [gate | up]")
+    return r
+
+
+def supports_gemv_rope(p: Problem) -> list[str]:
+    r = _supports_gemv_join(p)
+    d, rd = p.param("head_dim"), p.param("rotary_dim")
+    _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
+          f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
+    linear_fused_ops._need_rope_cache(r, p)
+    return r
+
+
+def _gemv_front(x, weight_in, residual, norm_weight):
+    """The _norm GEMV: (x~, the new residual stream, the warps' sums of squares)."""
+    n, k = weight_in.shape
+    shape = gemv_m1_shape(weight_in.kind, n, k)
+    xt, res_out = _empty(residual.shape, x.dtype, x.device), _empty(residual.shape, x.dtype, x.device)
+    ss = _empty((n // shape[0],), torch.float32, x.device)
+    cuda_ops._launch(_GEMV_NORM[(weight_in.kind, shape)], *gemv_m1_dims(n, shape), xt.data_ptr(), x.data_ptr(),
+                     weight_in.q.data_ptr(), _ptr(weight_in.qh), weight_in.meta.data_ptr(), 0, n, k,
+                     weight_in.group_size // 32, residual.data_ptr(), res_out.data_ptr(), norm_weight.data_ptr(),
+                     ss.data_ptr(), device=x.device)
+    return xt, res_out, ss
+
+
+def _gemv_behind(kernels, out, xt, ss, eps, weight, bias, rows_per_out, *extra):
+    n, k = weight.shape
+    shape = gemv_m1_shape(weight.kind, n, k, normed=True)
+    cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
+                     out.data_ptr(), xt.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
+                     _ptr(bias), n, k, weight.group_size // 32, ss.data_ptr(), ss.numel(), float(eps), *extra,
+                     device=xt.device)
+    return out
+
+
+def linear_rms_norm_linear_gemv(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+    xt, res_out, ss = _gemv_front(x, weight_in, residual, norm_weight)
+    out = _empty((*xt.shape[:-1], weight.shape[0] // 2), xt.dtype, xt.device)
+    return _gemv_behind(_GEMV_RS_GLU, out, xt, ss, eps, weight, None, 2), res_out
+
+
+def linear_rms_norm_qkv_rotary_cache_gemv(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,
+                                          cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                          num_kv_heads):
+    xt, res_out, ss = _gemv_front(x, weight_in, residual, norm_weight)
+    q = _empty((*xt.shape[:-1], num_heads * head_dim), xt.dtype, xt.device)
+    return _gemv_behind(_GEMV_RS_ROPE, q, xt, ss, eps, weight, bias, 1, positions.data_ptr(), slot_mapping.data_ptr(),
+                        cos_sin_cache.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), num_heads * head_dim,
+                        num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1], int(is_neox),
+                        gemm_ops.ROPE_KV_CODES[key_cache.dtype]), res_out
 
 
 def supports_gemm_glu(p: Problem) -> list[str]:
@@ -87,11 +200,12 @@ def linear_rms_norm_qkv_rotary_cache_unfused(x, weight_in, residual, norm_weight
 
 
 def register(reg: KernelRegistry) -> None:
-    for op, fused, unfused, supports in (
-            ("linear_rms_norm_linear", linear_rms_norm_linear_gemm, linear_rms_norm_linear_unfused,
-             supports_gemm_glu),
-            ("linear_rms_norm_qkv_rotary_cache", linear_rms_norm_qkv_rotary_cache_gemm,
-             linear_rms_norm_qkv_rotary_cache_unfused, supports_gemm_rope)):
-        reg.register(Provider("cuda_pack_gemm_rd", op, fused, available=available, supports=supports))
+    for op, gemv, gemv_supports, gemm, gemm_supports, unfused in (
+            ("linear_rms_norm_linear", linear_rms_norm_linear_gemv, supports_gemv_glu, linear_rms_norm_linear_gemm,
+             supports_gemm_glu, linear_rms_norm_linear_unfused),
+            ("linear_rms_norm_qkv_rotary_cache", linear_rms_norm_qkv_rotary_cache_gemv, supports_gemv_rope,
+             linear_rms_norm_qkv_rotary_cache_gemm, supports_gemm_rope, linear_rms_norm_qkv_rotary_cache_unfused)):
+        reg.register(Provider("cuda_gemv_norm", op, gemv, available=available, supports=gemv_supports))
+        reg.register(Provider("cuda_pack_gemm_rd", op, gemm, available=available, supports=gemm_supports))
         reg.register(Provider("unfused", op, unfused))
-        reg.priority.setdefault(op, ["cuda_pack_gemm_rd", "unfused"])
+        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_pack_gemm_rd", "unfused"])

@@ -151,10 +151,15 @@ def timeline(step, n: int) -> None:
               f"{statistics.median(gaps):.1f} us")
 
 
-def timed_steps(step, n: int) -> list[float]:
-    """n decode steps, each timed by CUDA events (us)."""
+def timed_steps(step, n: int, cuda: bool = True) -> list[float]:
+    """n decode steps, each timed by CUDA events (us; the host clock without CUDA)."""
     times = []
     for _ in range(n):
+        if not cuda:
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1e6)
+            continue
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
         step()
@@ -277,19 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     sync()
     if a.ab_disable:
         return ab_rounds(runner, step, a)
-    times = []
-    for _ in range(a.timed):
-        if cuda:
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            step()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3)
-        else:
-            t = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t) * 1e6)
+    times = timed_steps(step, a.timed, cuda)
     med = statistics.median(times)
     print(f"decode step, batch {a.batch}, context {a.context}, KV {runner.kv_dtype}: median {med:.1f} us "
           f"(min {min(times):.1f}, max {max(times):.1f}) over {len(times)} steps, "

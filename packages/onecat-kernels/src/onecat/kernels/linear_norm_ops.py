@@ -9,7 +9,8 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   _rope entries with a RowNorm) reads x~ as its x and scales each row's sums by rsqrt(sum / hidden + eps) in its
   epilogue, before the GLU or the rotary. Two launches where the unfused route takes three. The products differ
   from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma).
-* `cuda_gemv_norm` (one row, both weights q4_k: batch-1 decode, every GPU from sm_70; q4_0 measured slower, below): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The projection in front (_norm entries)
+* `cuda_gemv_norm` (one row, both weights q4_k: batch-1 decode, every GPU from sm_70; q4_0 measured slower, at
+  FRONT_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The projection in front (_norm entries)
   writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind (_rs_glu / _rs_rope) forms the row's
   scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
   loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the

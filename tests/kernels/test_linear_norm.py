@@ -186,6 +186,46 @@ def test_launch_checks(launches, monkeypatch):
 
 
 # -- GPU ---------------------------------------------------------------------------------------------------------
+def _check_o_gate_up(a, provider, front, tag):
+    """linear_rms_norm_linear(*a) on `provider` against the unfused route: selected, the new residual stream bit for
+    bit, the GLU output within one FP16 rounding; front() (the projection in front alone: x~, residual, sums of
+    squares) gives that residual, x~ = fp16(r' gamma) exactly and sums adding up to each row's; a CUDA graph
+    replays the eager result. Returns the sums."""
+    m = a[0].shape[0]
+    assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == provider
+    fused, unfused = _fused_and_unfused("linear_rms_norm_linear", provider)
+    with cuda_ops.poison_outputs():
+        got, got_res = fused(*a)
+    want, want_res = unfused(*a)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (*tag, SEED)
+    assert torch.equal(got_res, want_res), (*tag, SEED)
+    assert rel_err(got, want) < 2e-3, (*tag, rel_err(got, want), SEED)
+    xt, res, ss = front()
+    assert torch.equal(res, want_res)
+    torch.testing.assert_close(ss.reshape(m, -1).sum(1), res.float().pow(2).sum(1), rtol=1e-5, atol=0)
+    torch.testing.assert_close(xt, (res.float() * a[3].float()).half(), rtol=0, atol=0)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, out_res = ops.linear_rms_norm_linear(*a)
+    a[0].copy_(torch.randn(m, a[0].shape[1], generator=torch.Generator().manual_seed(SEED)).half())
+    g.replay()
+    torch.cuda.synchronize()
+    want, want_res = fused(*a)
+    assert torch.equal(out, want) and torch.equal(out_res, want_res)
+    return ss
+
+
+def _assert_caches_close(got, want, kv):
+    """The K / V cache rows within one FP16 rounding of the unfused route's (FP8: as many bytes off as that rounding
+    moves, each by one code)."""
+    for c, w in zip(got, want):
+        if kv == torch.float16:
+            assert rel_err(c, w) < 2e-3
+        else:
+            d = (_bits(c).int() - _bits(w).int()).abs()
+            assert int(((d != 0) & (d != 1)).sum()) <= d.numel() // 1000 and float((d != 0).float().mean()) < 0.05
+
+
 def _fused_and_unfused(op, fused="cuda_pack_gemm_rd"):
     provs = ops.registry.providers[op]
     return provs[fused].fn, provs["unfused"].fn
@@ -198,26 +238,9 @@ def test_gemv_o_gate_up_against_unfused(kind_in, kind):
     new residual stream equals the unfused route's bit for bit (the same plain GEMV, rms_norm.cu's add), the GLU
     output within one FP16 rounding; the warps' sums of squares add up to the residual's; a CUDA graph replays."""
     a = _glu_args(1, 4096, 4096, 14336, kind, kind_in, "cuda", SEED)
-    assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == "cuda_gemv_norm"
-    fused, unfused = _fused_and_unfused("linear_rms_norm_linear", "cuda_gemv_norm")
-    with cuda_ops.poison_outputs():
-        got, got_res = fused(*a)
-    want, want_res = unfused(*a)
-    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind_in, kind, SEED)
-    assert torch.equal(got_res, want_res), (kind_in, kind, SEED)
-    assert rel_err(got, want) < 2e-3, (kind_in, kind, rel_err(got, want), SEED)
-    xt, res, ss = linear_norm_ops._gemv_front(a[0], a[1], a[2], a[3])
-    assert torch.equal(res, want_res) and ss.shape == (4096 // 4,)
-    torch.testing.assert_close(ss.sum(), res.float().pow(2).sum(), rtol=1e-5, atol=0)
-    torch.testing.assert_close(xt, (res.float() * a[3].float()).half(), rtol=0, atol=0)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out, out_res = ops.linear_rms_norm_linear(*a)
-    a[0].copy_(torch.randn(1, 4096, generator=torch.Generator().manual_seed(SEED)).half())
-    g.replay()
-    torch.cuda.synchronize()
-    want, want_res = fused(*a)
-    assert torch.equal(out, want) and torch.equal(out_res, want_res)
+    ss = _check_o_gate_up(a, "cuda_gemv_norm", lambda: linear_norm_ops._gemv_front(a[0], a[1], a[2], a[3]),
+                          (kind_in, kind))
+    assert ss.shape == (4096 // 4,)
 
 
 @gpu
@@ -240,12 +263,7 @@ def test_gemv_down_qkv_against_unfused(kind_in, kind, kv, rot, neox):
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind, SEED)
     assert torch.equal(got_res, want_res), (kind_in, kind, kv, SEED)
     assert rel_err(got, want) < 2e-3, (kind, rel_err(got, want), SEED)
-    for c, w in ((b[11], kw), (b[12], vw)):
-        if kv == torch.float16:
-            assert rel_err(c, w) < 2e-3
-        else:
-            d = (_bits(c).int() - _bits(w).int()).abs()
-            assert int(((d != 0) & (d != 1)).sum()) <= d.numel() // 1000 and float((d != 0).float().mean()) < 0.05
+    _assert_caches_close((b[11], b[12]), (kw, vw), kv)
 
 
 @gpu
@@ -257,26 +275,8 @@ def test_o_gate_up_against_unfused(m, kind):
     bit for bit (same tile and splits, rms_norm.cu's add), the GLU output within one FP16 rounding of it; the
     tiles' sums of squares add up to the residual's; a CUDA graph replays the eager result."""
     a = _glu_args(m, 4096, 4096, 14336, kind, kind, "cuda", SEED + m)
-    assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == "cuda_pack_gemm_rd"
-    fused, unfused = _fused_and_unfused("linear_rms_norm_linear")
-    with cuda_ops.poison_outputs():
-        got, got_res = fused(*a)
-    want, want_res = unfused(*a)
-    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (m, kind, SEED)
-    assert torch.equal(got_res, want_res), (m, kind, SEED)
-    assert rel_err(got, want) < 2e-3, (m, kind, rel_err(got, want), SEED)
-    xt, res, ss = gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3]))
-    assert torch.equal(res, want_res)
-    torch.testing.assert_close(ss.sum(1), res.float().pow(2).sum(1), rtol=1e-5, atol=0)
-    torch.testing.assert_close(xt, (res.float() * a[3].float()).half(), rtol=0, atol=0)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out, out_res = ops.linear_rms_norm_linear(*a)
-    a[0].copy_(torch.randn(m, 4096, generator=torch.Generator().manual_seed(SEED)).half())
-    g.replay()
-    torch.cuda.synchronize()
-    want, want_res = fused(*a)
-    assert torch.equal(out, want) and torch.equal(out_res, want_res)
+    _check_o_gate_up(a, "cuda_pack_gemm_rd",
+                     lambda: gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3])), (m, kind))
 
 
 @gpu
@@ -299,9 +299,4 @@ def test_down_qkv_against_unfused(m, kind, kv):
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (m, kind, SEED)
     assert torch.equal(got_res, want_res), (m, kind, kv, SEED)
     assert rel_err(got, want) < 2e-3, (m, kind, rel_err(got, want), SEED)
-    for c, w in ((b[11], kw), (b[12], vw)):
-        if kv == torch.float16:
-            assert rel_err(c, w) < 2e-3
-        else:  # one FP16 rounding apart: FP8 codes differ by at most one where they differ
-            d = (_bits(c).int() - _bits(w).int()).abs()
-            assert int(((d != 0) & (d != 1)).sum()) <= d.numel() // 1000 and float((d != 0).float().mean()) < 0.05
+    _assert_caches_close((b[11], b[12]), (kw, vw), kv)

@@ -42,17 +42,23 @@ def in_problem(p: Problem) -> Problem:
         (k[n:], v) for k, v in p.params if k.startswith(IN_PREFIX))))
 
 
-def _need_norm_producer(r: list[str], p: Problem) -> None:
-    """The _norm entries' conditions on the projection in front: a register-direct GEMM problem whose N is the
-    hidden size (the next projection's K), whole 128-wide tiles (every tile gemm_shape may pick divides it), and
-    an FP16 residual and norm weight."""
-    q = in_problem(p)
-    r.extend(f"projection in front: {why}" for why in gemm_ops.supports_linear_packed_gemm_rd(q))
+def _need_joined(r: list[str], p: Problem, q: Problem) -> None:
+    """Every joined form's conditions on the pair (q: the projection in front): its N is the hidden size (the one
+    behind's K), it has no bias, and the residual it is added to is FP16."""
     n = q.param("n")
     _need(r, n == p.param("k"), f"the projection in front gives {n} features, the one behind takes {p.param('k')}")
-    _need(r, n is not None and n % 128 == 0, f"hidden size {n}: not whole 128-wide tiles (the _norm epilogue)")
     _need(r, q.param("bias") is None, "a bias on the projection in front")
     _need(r, p.param("residual_dtype") == "float16", f"residual dtype {p.param('residual_dtype')} not float16")
+
+
+def _need_norm_producer(r: list[str], p: Problem) -> None:
+    """The _norm entries' conditions on the projection in front: a register-direct GEMM problem, joined (above),
+    in whole 128-wide tiles (every tile gemm_shape may pick divides it)."""
+    q = in_problem(p)
+    r.extend(f"projection in front: {why}" for why in gemm_ops.supports_linear_packed_gemm_rd(q))
+    _need_joined(r, p, q)
+    n = q.param("n")
+    _need(r, n is not None and n % 128 == 0, f"hidden size {n}: not whole 128-wide tiles (the _norm epilogue)")
 
 
 # the (format, shape) pairs gemv_packed.cu instantiates joined: in front (_norm) the plain shapes gemv_m1_shape picks,
@@ -85,28 +91,25 @@ def _need_join_shape(r: list[str], what: str, fmt: str | None, n: int, k: int, b
 
 
 def _supports_gemv_join(p: Problem) -> list[str]:
-    """Both M = 1 GEMVs joined: one row, FP16, both weights of a joined shape, the front's N the hidden size (a
-    multiple of its 4 rows a warp), an FP16 residual and norm weight of that size, x contiguous and aligned."""
+    """Both M = 1 GEMVs joined: one row, FP16, both weights of a joined shape, joined (_need_joined) with the hidden
+    size a multiple of the front's 4 rows a warp, x contiguous and aligned, the residual and norm weight K wide (their
+    dtypes: the GLU / rotary forms' checks)."""
     r = _common(p)
     q = in_problem(p)
     n_in = q.param("n")
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the joined GEMVs take one row (decode, batch 1)")
     _need_join_shape(r, "projection in front", q.param("format"), n_in, q.param("k"), False)
     _need_join_shape(r, "projection behind", p.param("format"), p.param("n"), p.param("k"), True)
-    _need(r, n_in == p.param("k"), f"the projection in front gives {n_in} features, the one behind takes {p.param('k')}")
+    _need_joined(r, p, q)
     _need(r, n_in % 4 == 0, f"hidden size {n_in}: not a multiple of 4 (a warp's rows in front)")
-    _need(r, q.param("bias") is None, "a bias on the projection in front")
     _need(r, q.param("contiguous", True) and q.param("aligned16", True), "x not contiguous and 16-byte aligned")
-    _need(r, p.param("residual_dtype") == "float16", f"residual dtype {p.param('residual_dtype')} not float16")
-    linear_fused_ops._need_norm_dtypes(r, p)
     _need(r, p.param("norm_layout_ok", True), "residual / norm weight not contiguous, 16-byte aligned, of K elements")
     return r
 
 
 def supports_gemv_glu(p: Problem) -> list[str]:
     r = _supports_gemv_join(p)
-    _need(r, p.param("act") == "silu_and_mul", f"activation {p.param('act')}: the GLU epilogue is silu_and_mul only")
-    _need(r, p.param("bias") is None, "bias with an activation: the GLU kernel takes none")
+    linear_fused_ops._need_glu_after_norm(r, p, "the GLU epilogue", "the GLU kernel")
     _need(r, p.param("n") % 2 == 0, f"N={p.param('n')} odd: not [gate | up]")
     return r
 
@@ -116,6 +119,7 @@ def supports_gemv_rope(p: Problem) -> list[str]:
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
+    linear_fused_ops._need_norm_dtypes(r, p)
     linear_fused_ops._need_rope_cache(r, p)
     return r
 

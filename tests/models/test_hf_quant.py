@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from onecat.kernels.weights import RowParts
 from onecat.models.gguf_file import CheckpointError, GGUFFile
 from onecat.models.loader import load_model
 from onecat.quant import fp4, fp8, int4, int4_ct
@@ -195,8 +196,6 @@ def _held(model, module: str):
     attr, part = model._layer_parts()[rest + ".weight"]
     w = getattr(model.layers[int(i)], attr)
     sizes = model._splits().get(attr)
-    if isinstance(w, tuple):
-        return w[part].dequantize()
     full = w.dequantize() if not isinstance(w, torch.Tensor) else w
     if sizes is None:
         return full
@@ -217,8 +216,11 @@ def test_quantized_checkpoint_loads_bit_exact_and_matches_dense(name, smollm2_pa
     for module, want in decoded.items():
         assert torch.equal(_held(loaded.model, module), want), module
     # per-tensor scales (NVFP4 weight_scale_2, FP8 weight_scale) differ between q, k and v: fusing them
-    # would need requantizing, so they stay separate projections; every other format fuses its rows
-    assert isinstance(loaded.model.layers[0].qkv, tuple) == (name in ("nvfp4", "fp8"))
+    # would need requantizing, so they stay separate parts of one RowParts; every other format fuses its rows
+    qkv = loaded.model.layers[0].qkv
+    assert isinstance(qkv, RowParts) == (name in ("nvfp4", "fp8"))
+    if isinstance(qkv, RowParts):
+        assert qkv.part_rows == (576, 192, 192) and set(qkv.part_formats) == {f"codec_{FORMATS[name][2]}"}
     _dense_dir(ddir, state, cfg, tok, decoded)
     ref = _score(load_model(str(ddir), progress=False))
     ours = _score(loaded)

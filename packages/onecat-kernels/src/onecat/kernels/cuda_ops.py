@@ -503,5 +503,6 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider(name, op, fn, available=available, supports=sup))
     # the GEMMs ahead of the GEMV: the register-direct one (sm_80+, q4_0 / q4_k / q6_k / awq) from 3 rows,
     # the shared-memory one from 5 (gemm_ops.RD_MIN_ROWS, GEMM_MIN_ROWS); fewer rows, or no GEMM admitted,
-    # the GEMV
-    reg.priority.setdefault("linear", ["cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda_pack", "cuda"])
+    # the GEMV. Appended to what is there (row_parts_ops may have put its provider first already).
+    order = reg.priority.setdefault("linear", [])
+    order += [n for n in ("cuda_hmma", "cuda_pack_gemm_rd", "cuda_pack_gemm", "cuda_pack", "cuda") if n not in order]

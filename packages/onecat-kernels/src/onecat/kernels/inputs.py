@@ -14,7 +14,7 @@ import torch
 from . import reference as ref
 from .attention_metadata import AttentionMetadata
 from .registry import Case
-from .weights import GGUFWeight, PackedWeight, random_packed
+from .weights import GGUFWeight, PackedWeight, RowParts, random_packed
 
 
 def clone_arg(a):
@@ -114,6 +114,15 @@ def linear(dtype, device, gen) -> list[Case]:
         b = _randn(gen, n, dtype=dtype, device=device) if bias else None
         cases.append(Case(f"packed_{t} M={m} N={n} K={k}{' +bias' if bias else ''}",
                           (x, random_packed(n, k, t, gen, device), b)))
+    # one projection's rows in parts of different formats (RowParts: a Q4_K_M qkv's [q | k] in q4_k and v in
+    # q6_k; packed parts beside a dense one, M > 16): the row_parts provider, each part through its own
+    for m, parts, k, bias in [(1, ((96, "q4_k"), (32, "q6_k")), 512, True),
+                              (20, ((64, "q4_0"), (40, "dense"), (33, "q8_0")), 256, False)]:
+        x = _randn(gen, m, k, dtype=dtype, device=device)
+        w = RowParts(tuple(_weight(gen, n, k, t, dtype, device) for n, t in parts))
+        b = _randn(gen, w.shape[0], dtype=dtype, device=device) if bias else None
+        label = "+".join(f"{t} {n}" for n, t in parts)
+        cases.append(Case(f"row_parts {label} M={m} K={k}{' +bias' if bias else ''}", (x, w, b)))
     for m, n, k, t in [(1, 1001, 4096, "q4_0"), (4, 256, 1056, "q4_0"), (16, 64, 512, "q4_0"),
                        (1, 300, 2048, "q8_0"), (7, 129, 96, "q8_0"), (11, 64, 1024, "q8_0")]:
         x = _randn(gen, m, k, dtype=dtype, device=device)

@@ -112,18 +112,26 @@ def linear_rows(m: int) -> int | str:
     return m if m <= 16 else "17-64" if m <= 64 else "65+"
 
 
+def _format_facts(weight, fmt: str) -> dict:
+    """The facts only some formats have: AWQ's scale group; a RowParts' (format, rows) per part."""
+    if fmt == "packed_awq":
+        return {"group": weight.group_size}
+    if fmt == "row_parts":
+        return {"parts": tuple(zip(weight.part_formats, weight.part_rows))}
+    return {}
+
+
 def _params_linear(x, weight, bias=None):
     fmt = getattr(weight, "format", "dense")
     dense = fmt == "dense"
-    raw = weight if dense else getattr(weight, "raw", None)  # GGUFWeight: the block bytes
+    raw = weight if dense else getattr(weight, "raw", None)  # GGUFWeight: the block bytes (RowParts: none)
     m = x.numel() // max(1, x.shape[-1])
     return x, dict(format=fmt, n=weight.shape[0], k=weight.shape[-1], rows=linear_rows(m),
                    bias=_dt(bias) if bias is not None else None, weight_dtype=_dt(weight) if dense else fmt,
                    contiguous=x.is_contiguous() and (raw is None or raw.is_contiguous())
                    and (bias is None or bias.is_contiguous()),
                    aligned16=x.data_ptr() % 16 == 0 and (raw is None or raw.data_ptr() % (16 if dense else 2) == 0),
-                   weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None,
-                   **({"group": weight.group_size} if fmt == "packed_awq" else {}))  # AWQ's scale group
+                   weight_aligned32=weight.data_ptr() % 32 == 0 if dense else None, **_format_facts(weight, fmt))
 
 
 def _params_rms_norm_linear(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
@@ -344,6 +352,9 @@ from . import cuda_ops  # noqa: E402  (registers the CUDA providers)
 cuda_ops.register(registry)
 from . import gemm_ops  # noqa: E402
 gemm_ops.register(registry)
+from . import row_parts_ops  # noqa: E402
+
+row_parts_ops.register(registry)
 from . import attention_ops  # noqa: E402,F401  (registers the attention providers)
 
 sampling_ops.register(registry)

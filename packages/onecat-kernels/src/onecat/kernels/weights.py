@@ -29,6 +29,10 @@ packed GEMV (csrc/gemv_packed.cu), every plane row-major over N so a warp's lane
 
 `.dequantize()` of a PackedWeight does the original format's float32 arithmetic, so it is
 bit-identical with the GGUF / AutoAWQ decode (tests check this against onecat.quant and gguf-py).
+
+`RowParts`: one projection's rows held as consecutive parts in different formats (a fused q/k/v whose
+v a Q4_K_M file stores in q6_k, q and k in q4_k), so the projection is still one weight object.
+
 This module does not import onecat.quant (the dependency points the other way).
 """
 
@@ -408,3 +412,80 @@ def random_packed(n: int, k: int, kind: str, generator: torch.Generator | None =
     if kind == "awq":
         return pack_awq(*random_awq(n, k, 128, generator, scale=scale), 128).to(device)
     return pack(GGUFWeight.random(n, k, kind, generator, scale=scale)).to(device)
+
+
+@dataclass(eq=False)  # identity equality: the parts hold tensors, whose `==` is elementwise
+class RowParts:
+    """One projection's rows held as consecutive parts in different formats: rows [0, n0) are parts[0]'s,
+    [n0, n0 + n1) parts[1]'s, and so on, every part with the same K. A part is a dense [n, K] tensor or a
+    quantized weight object (PackedWeight, GGUFWeight, onecat.quant's GGMLWeight / CodecWeight, ...).
+
+    Why one object: a fused projection (q/k/v, gate/up) whose parts a checkpoint stores in formats that
+    cannot be concatenated without requantizing still goes to the ops as one weight, so model code never
+    branches on formats and a fused op sees the whole projection (ops' problem facts: format "row_parts"
+    and `parts`, each part's (format, rows)). ops.linear runs each part through its own provider
+    (row_parts_ops); the torch reference decodes the concatenation (`dequantize`, or row chunks of it
+    through `select_rows` where every part allows that).
+    """
+
+    parts: tuple
+
+    def __post_init__(self) -> None:
+        self.parts = tuple(self.parts)
+        if len(self.parts) < 2:
+            raise ValueError(f"RowParts needs at least 2 parts, got {len(self.parts)}")
+        if any(isinstance(p, RowParts) for p in self.parts):
+            raise ValueError("RowParts parts must not be RowParts themselves")
+        shapes = [tuple(p.shape) for p in self.parts]
+        if any(len(s) != 2 for s in shapes) or len({s[1] for s in shapes}) != 1:
+            raise ValueError(f"RowParts parts must be [N, K] matrices of one K (columns), got shapes {shapes}")
+
+    @property
+    def format(self) -> str:
+        return "row_parts"
+
+    @property
+    def part_formats(self) -> tuple[str, ...]:
+        return tuple(getattr(p, "format", "dense") for p in self.parts)
+
+    @property
+    def part_rows(self) -> tuple[int, ...]:
+        return tuple(int(p.shape[0]) for p in self.parts)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return sum(self.part_rows), int(self.parts[0].shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.parts[0].device
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.numel() * p.element_size() if isinstance(p, torch.Tensor) else p.nbytes for p in self.parts)
+
+    @property
+    def row_chunked_decode(self) -> bool:
+        """Whether the reference linear may decode it a row block at a time (every part allows that)."""
+        return all(getattr(p, "row_chunked_decode", False) for p in self.parts)
+
+    def to(self, device) -> "RowParts":
+        return RowParts(tuple(p.to(device) for p in self.parts))
+
+    def select_rows(self, rows: slice):
+        """The rows of a step-1 slice (the reference linear's row chunks): the one part's own selection when
+        they fall in one part, else a RowParts of each part's share."""
+        start, stop, step = rows.indices(self.shape[0]) if isinstance(rows, slice) else (0, 0, 0)
+        if step != 1 or start >= stop:
+            raise ValueError(f"RowParts.select_rows takes a non-empty slice of step 1, got {rows!r}")
+        pieces, base = [], 0
+        for part, n in zip(self.parts, self.part_rows):
+            lo, hi = max(start, base) - base, min(stop, base + n) - base
+            if lo < hi:
+                pieces.append(part[lo:hi] if isinstance(part, torch.Tensor) else part.select_rows(slice(lo, hi)))
+            base += n
+        return pieces[0] if len(pieces) == 1 else RowParts(tuple(pieces))
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[N, K] in `dtype`: each part's decode (a dense part converted), concatenated."""
+        return torch.cat([p.to(dtype) if isinstance(p, torch.Tensor) else p.dequantize(dtype) for p in self.parts])

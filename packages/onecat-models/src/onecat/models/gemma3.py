@@ -29,7 +29,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights, fused_linear, gate_up_linear, matrix_shapes
+from .weight_map import HFNamedWeights, fused_linear, matrix_shapes
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -59,7 +59,7 @@ def default_layer_windows(num_layers: int, window: int, pattern: int = SWA_PATTE
 
 class Gemma3Layer:
     """One layer's weights; projections as in llama.LlamaLayer (dense buffers or, quantized, weight
-    objects / tuples of them)."""
+    objects: a RowParts where the parts of a fused projection differ in format)."""
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
         H, D = spec.hidden_size, spec.head_dim
@@ -214,7 +214,7 @@ class Gemma3ForCausalLM(HFNamedWeights):
                                     s.attn_logit_softcap)
             a = ops.rms_norm(ops.linear(o.reshape(T, s.q_size), layer.o_proj), layer.post_attn_norm, eps)
             x, residual = ops.rms_norm(a.to(self.residual_dtype), layer.pre_ff_norm, eps, residual)
-            m = ops.linear(ops.gelu_and_mul(gate_up_linear(x.to(dt), layer.gate_up)), layer.down)
+            m = ops.linear(ops.gelu_and_mul(ops.linear(x.to(dt), layer.gate_up)), layer.down)
             h = ops.rms_norm(m, layer.post_ff_norm, eps).to(self.residual_dtype)
         out, _ = ops.rms_norm(h, self.norm, eps, residual)
         return out.to(dt)

@@ -2,8 +2,9 @@
 onecat.kernels.ops, with no kernel named here.
 
 Weights arrive under HF names (the loader translates GGUF names). Q/K/V and gate/up are stored
-fused (dense, or quantized rows concatenated when the parts share a format) so each layer makes
-two projections before attention and two in the MLP.
+fused (dense, quantized rows concatenated when the parts share a format, else a weights.RowParts of
+the parts' runs) so each layer makes two projections before attention and two in the MLP, whatever
+the formats.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from onecat.kernels.reference import rope_cos_sin
 
 from .gguf_file import CheckpointError, GGUFFile
 from .spec import ModelSpec
-from .weight_map import HFNamedWeights, add_rms_norm, fused_linear, matrix_shapes, norm_gate_up_act
+from .weight_map import HFNamedWeights, add_rms_norm, matrix_shapes
 
 GGUF_TO_HF = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -35,8 +36,8 @@ GGUF_TO_HF = {
 
 class LlamaLayer:
     """One decoder layer's weights. Dense: preallocated buffers; quantized: the projections (qkv,
-    o_proj, gate_up, down) are set at load to weight objects, or tuples of them where the parts of a
-    fused projection differ in format (see weight_map)."""
+    o_proj, gate_up, down) are set at load to weight objects, a RowParts where the parts of a fused
+    projection differ in format (see weight_map)."""
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype, device: torch.device, quantized: bool = False):
         H = spec.hidden_size
@@ -144,30 +145,19 @@ class LlamaForCausalLM(HFNamedWeights):
         # decode batches on the GPU: linear_norm_ops).
         y, residual, eps, down = h, None, s.rms_norm_eps, None
         for layer, (k_cache, v_cache) in zip(self.layers, kv_caches):
-            if isinstance(layer.qkv, tuple):  # q / k / v in different formats: separate projections
-                if down is not None:
-                    y, down = ops.linear(*down), None
-                x, residual = add_rms_norm(y, residual, layer.input_norm, eps)
-                q, k, v = fused_linear(x, layer.qkv, [s.q_size, s.kv_size, s.kv_size], layer.qkv_bias)
-                q = ops.rotary_and_cache(positions, q, k, v, s.head_dim, self.cos_sin, neox, k_cache, v_cache,
-                                         md.slot_mapping)
-            else:  # norm, projection, rotary and cache write: one op (one launch for decode on the GPU)
-                rope = (positions, s.head_dim, self.cos_sin, neox, k_cache, v_cache, md.slot_mapping, s.num_heads,
-                        s.num_kv_heads)
-                if down is not None:
-                    q, residual = ops.linear_rms_norm_qkv_rotary_cache(*down, residual, layer.input_norm, eps, layer.qkv,
-                                                                       layer.qkv_bias, *rope)
-                else:
-                    q, residual = ops.rms_norm_qkv_rotary_cache(y, layer.input_norm, eps, layer.qkv, residual,
-                                                                layer.qkv_bias, *rope)
+            # norm, projection, rotary and cache write: one op (one launch for decode on the GPU)
+            rope = (positions, s.head_dim, self.cos_sin, neox, k_cache, v_cache, md.slot_mapping, s.num_heads,
+                    s.num_kv_heads)
+            if down is not None:
+                q, residual = ops.linear_rms_norm_qkv_rotary_cache(*down, residual, layer.input_norm, eps, layer.qkv,
+                                                                   layer.qkv_bias, *rope)
+            else:
+                q, residual = ops.rms_norm_qkv_rotary_cache(y, layer.input_norm, eps, layer.qkv, residual,
+                                                            layer.qkv_bias, *rope)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window).reshape(T, s.q_size)
-            if isinstance(layer.gate_up, tuple):
-                a, residual = norm_gate_up_act(ops.linear(o, layer.o_proj), residual, layer.post_attn_norm, eps,
-                                               layer.gate_up)
-            else:
-                a, residual = ops.linear_rms_norm_linear(o, layer.o_proj, residual, layer.post_attn_norm, eps,
-                                                         layer.gate_up, None, "silu_and_mul")
+            a, residual = ops.linear_rms_norm_linear(o, layer.o_proj, residual, layer.post_attn_norm, eps,
+                                                     layer.gate_up, None, "silu_and_mul")
             down = (a, layer.down)
         if down is not None:
             y = ops.linear(*down)

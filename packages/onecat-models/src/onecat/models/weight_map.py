@@ -9,8 +9,10 @@ what is still missing, and the two ways of holding a projection:
 * quantized (`quantized=True`, the default route of the loader): each projection holds its weight
   object in the checkpoint's format (onecat.quant.linear_weights). `finish_loading` fuses q/k/v and
   gate/up by concatenating their quantized rows when the parts share one format
-  (`linear_weights.cat_rows`), else keeps them as a tuple of separate projections, then prepares
-  each weight once for the device (`linear_method.process_weights_after_loading`).
+  (`linear_weights.cat_rows`), else fuses each run of consecutive parts that do and holds the runs as
+  one `onecat.kernels.weights.RowParts` (a Q4_K_M qkv: [q | k] in q4_k, v in q6_k), then prepares
+  each weight once for the device (`linear_method.process_weights_after_loading`). Either way a
+  projection is one weight object: model code calls the ops alike, and the ops pick the kernels.
 
 Vectors (norms, biases) are always dense buffers.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from onecat.kernels import ops
+from onecat.kernels.weights import RowParts
 from onecat.quant.linear_method import describe_weight, process_weights_after_loading
 from onecat.quant.linear_weights import cat_rows
 
@@ -29,17 +32,21 @@ TOP_LEVEL = {"model.embed_tokens.weight": "embed", "model.norm.weight": "norm", 
 
 
 def fused_linear(x: torch.Tensor, weight, sizes: list[int], bias: torch.Tensor | None = None) -> list[torch.Tensor]:
-    """Outputs of a fused projection split into its parts; `weight` is one fused matrix (dense or
-    quantized) or a tuple of separate projections (parts that could not be fused)."""
-    if isinstance(weight, tuple):
-        biases = bias.split(sizes) if bias is not None else [None] * len(weight)
-        return [ops.linear(x, w, b) for w, b in zip(weight, biases)]
+    """Outputs of a fused projection (one weight object: dense, quantized or a RowParts) split into its parts."""
     return list(ops.linear(x, weight, bias).split(sizes, dim=-1))
 
 
-def gate_up_linear(x: torch.Tensor, weight) -> torch.Tensor:
-    """[gate | up] activations: one fused matmul, or two when gate and up differ in format."""
-    return torch.cat(fused_linear(x, weight, []), dim=-1) if isinstance(weight, tuple) else ops.linear(x, weight)
+def _fuse_consecutive(parts: list) -> list:
+    """Each run of consecutive parts that `cat_rows` can fuse, fused: q4_k q, q4_k k, q6_k v -> [[q | k], v]
+    (fusability is one format and identical per-tensor parameters, so a run extends one part at a time)."""
+    runs = [parts[0]]
+    for part in parts[1:]:
+        fused = cat_rows([runs[-1], part])
+        if fused is None:
+            runs.append(part)
+        else:
+            runs[-1] = fused
+    return runs
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float):
@@ -47,17 +54,6 @@ def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: to
     if residual is None:
         return ops.rms_norm(x, norm_weight, eps), x
     return ops.rms_norm(x, norm_weight, eps, residual)
-
-
-def norm_gate_up_act(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
-                     weight):
-    """(silu(gate) * up of the normed x, new residual stream): one op for a fused [gate | up] matrix
-    (for decode: norm in front, activation behind, the [gate | up] activations never reach memory),
-    else the norm, the two matmuls and the activation."""
-    if isinstance(weight, tuple):
-        h, residual = add_rms_norm(x, residual, norm_weight, eps)
-        return ops.silu_and_mul(gate_up_linear(h, weight)), residual
-    return ops.rms_norm_linear(x, norm_weight, eps, weight, residual, None, "silu_and_mul")
 
 
 def matrix_shapes(spec) -> dict[str, tuple[int, int]]:
@@ -176,13 +172,14 @@ class HFNamedWeights:
         return self.expected_weights() - self._loaded
 
     def finish_loading(self) -> None:
-        """Quantized route: fuse the collected parts and prepare each weight for the device, once."""
+        """Quantized route: fuse the collected parts (runs of them where the formats differ: a RowParts of the
+        runs) and prepare each weight for the device, once."""
         for (idx, attr), parts in sorted(self._parts.items()):
             ordered = [parts[i] for i in sorted(parts)]
             fused = cat_rows(ordered)
-            held = (process_weights_after_loading(fused, self.device) if fused is not None
-                    else tuple(process_weights_after_loading(p, self.device) for p in ordered))
-            setattr(self if idx < 0 else self.layers[idx], attr, held)
+            runs = [fused] if fused is not None else _fuse_consecutive(ordered)
+            held = [process_weights_after_loading(w, self.device) for w in runs]
+            setattr(self if idx < 0 else self.layers[idx], attr, held[0] if len(held) == 1 else RowParts(tuple(held)))
         self._parts.clear()
         if self.spec.tie_word_embeddings:
             self.lm_head = self.embed
@@ -191,12 +188,13 @@ class HFNamedWeights:
         return ops.embedding(self.embed, input_ids, self.dtype)
 
     def weight_formats(self) -> dict[str, int]:
-        """Prepared format -> number of projections holding it (a fused matrix counts once)."""
+        """Prepared format -> number of projections holding it (a fused matrix counts once, a RowParts once per
+        part)."""
         out: dict[str, int] = {}
         held = [self.embed] + ([] if self.spec.tie_word_embeddings else [self.lm_head])
         held += [getattr(layer, a) for layer in self.layers for a in self.MATRICES]
         for w in held:
-            for p in (w if isinstance(w, tuple) else (w,)):
+            for p in (w.parts if isinstance(w, RowParts) else (w,)):
                 f = describe_weight(p)
                 out[f] = out.get(f, 0) + 1
         return out

@@ -25,6 +25,7 @@ import torch
 
 from onecat.kernels import REFERENCE, AdmissionError, Problem, ops, registry as global_registry
 from onecat.kernels.linear_norm_ops import IN_PREFIX
+from onecat.kernels.weights import RowParts
 
 from .config_store import Route, expected_providers
 from .hardware import Device
@@ -474,11 +475,12 @@ def _ranges(xs) -> str:
 # -- the served report ------------------------------------------------------------------------------------
 def _held_format(weight, dt: str) -> str:
     """The format a loaded projection shows the linear op ('bytecode_q4_1', 'packed_q4_0', ...), or
-    the compute dtype for a dense one; a projection held as separate parts reports its first part."""
+    the compute dtype for a dense one; a projection held in parts of different formats (a RowParts) reports
+    its first part's (the route plans one weight format; each part runs through its own format's provider)."""
     from onecat.quant.linear_method import describe_weight
 
-    if isinstance(weight, tuple):
-        weight = weight[0]
+    if isinstance(weight, RowParts):
+        weight = weight.parts[0]
     if weight is None:
         return dt
     name = describe_weight(weight)

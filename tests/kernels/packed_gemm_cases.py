@@ -47,7 +47,7 @@ def small():
 def launches(monkeypatch):
     calls = []
 
-    def fake_launch(kernel, grid, block, *args, device):
+    def fake_launch(kernel, grid, block, *args, device, smem=0):
         assert isinstance(kernel, Kernel)
         assert 1 <= grid[0] < 2**31 and 1 <= grid[1] <= 65535 and 1 <= grid[2] <= 65535
         want = (256 if kernel.name.endswith("_m32t") or "nw8_" in kernel.name else 192 if kernel.name.startswith("gemm_wg_")

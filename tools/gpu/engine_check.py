@@ -11,7 +11,8 @@ the decode step times of both and the admitted route last.
     python3 tools/gpu/engine_check.py [--shape smollm2-135m|llama3-8b] [--weights q4_0|q4_k|q6_k|awq] [--layers 2] [--prompts 32]
 
 --weights q4_0 / q4_k / q6_k / awq: the four projections of every layer as generated PackedWeights of
-that format (the GPU route's packed GEMV / GEMM kernels, the register-direct ones at 3..64 decode rows
+that format (q4_k_m: Q4_K_M's mix: every qkv a RowParts of q4_k [q | k] and q6_k v, down q6_k in even layers,
+the rest q4_k) (the GPU route's packed GEMV / GEMM kernels, the register-direct ones at 3..64 decode rows
 on sm_80+; the CPU route holds the same planes' float32 decode), embedding and LM head dense. --prompts N:
 N concurrent requests (the decode batch); --layers L: the shape with L layers (the CPU float32 scoring
 of an 8B-wide model).
@@ -59,7 +60,7 @@ def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel
     CPU model holding their float32 decode, `dequantize`; gpu="cpu" draws them on the CPU: a host-only
     check)."""
     from onecat.kernels.bench import packed_gpu
-    from onecat.kernels.weights import random_packed
+    from onecat.kernels.weights import RowParts, random_packed
 
     g = torch.Generator(gpu).manual_seed(0)
     # block scales for build()'s projection spread, 0.5 / sqrt(H): q4_0 weights d (q - 8) with |d| uniform
@@ -69,7 +70,12 @@ def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel
     # GEMM alike: the size of the values, not a kernel.
     # weight RMS per unit of packed_gpu's `scale`: q4_0 3.73; awq 0.85 (|q - z| RMS 6.52, s ~ 0.13 scale);
     # q6_k 18.0 (d ~ 0.0132 scale RMS, sc RMS 73.9, q - 32 RMS 18.5); q4_k 5.13 (its rows near zero-mean)
-    scale = 0.5 / SPEC.hidden_size ** 0.5 / {"q4_0": 3.73, "q4_k": 5.13, "awq": 0.85, "q6_k": 18.0}[kind]
+    rms = {"q4_0": 3.73, "q4_k": 5.13, "awq": 0.85, "q6_k": 18.0}
+
+    def packed(n: int, k: int, fmt: str):
+        scale = 0.5 / SPEC.hidden_size ** 0.5 / rms[fmt]
+        return packed_gpu(n, k, fmt, g, scale) if gpu == "cuda" else random_packed(n, k, fmt, g, scale=scale)
+
     # dense buffers first (embedding, norms, LM head keep them), the projections replaced below
     fast = LlamaForCausalLM(SPEC, torch.float16, torch.device(gpu))
     ref = LlamaForCausalLM(SPEC, torch.float32, torch.device("cpu"))
@@ -83,7 +89,12 @@ def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel
     for i, (layer, ref_layer) in enumerate(zip(fast.layers, ref.layers)):
         for name in LlamaForCausalLM.MATRICES:
             n, k = getattr(dense.layers[i], name).shape
-            w = packed_gpu(n, k, kind, g, scale) if gpu == "cuda" else random_packed(n, k, kind, g, scale=scale)
+            if kind != "q4_k_m":
+                w = packed(n, k, kind)
+            elif name == "qkv":  # Q4_K_M's mixed layers: [q | k] q4_k, v q6_k (one weights.RowParts)
+                w = RowParts((packed(SPEC.q_size + SPEC.kv_size, k, "q4_k"), packed(SPEC.kv_size, k, "q6_k")))
+            else:  # down q6_k in even layers: the odd layers' qkv has a q4_k down in front (joined), the others not
+                w = packed(n, k, "q6_k" if name == "down" and i % 2 == 0 else "q4_k")
             setattr(layer, name, w)
             # the CPU route's float32 weights, decoded once: the reference decodes a PackedWeight on every
             # call (its linear), which made the 32-request scoring outrun the check's limit (s19 call 7)
@@ -108,7 +119,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", choices=sorted(SPECS), default="smollm2-135m")
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--weights", choices=("dense", "q4_0", "q4_k", "q6_k", "awq"), default="dense")
+    ap.add_argument("--weights", choices=("dense", "q4_0", "q4_k", "q6_k", "awq", "q4_k_m"), default="dense")
     ap.add_argument("--layers", type=int, default=0, help="override the shape's layer count")
     ap.add_argument("--prompts", type=int, default=4, help="concurrent requests (prompt lengths cycle 7, 33, 130, 300)")
     ap.add_argument("--kv", default="auto", help="the paged cache's dtype (CacheConfig.dtype; the CPU reference keeps "

@@ -9,7 +9,9 @@ rotary_and_cache):
   the new residual stream; the gate_up form also has the GLU behind (a warp computes gate rows and the
   same rows of up and writes silu(gate) * up); the qkv form rotates q and k (a warp's rows hold whole
   rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and v into
-  the FP16 paged cache. One launch where the unfused
+  the FP16 paged cache. The qkv form also takes a weights.RowParts of two formats with an instance (MIX_SHAPES:
+  a Q4_K_M file's [q | k] q4_k + v q6_k) in one launch, each part's blocks on its own weight. One launch where the
+  unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
 * `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 3..64 rows, q4_0 / q4_k / q6_k / awq on sm_80+: decode
@@ -43,21 +45,79 @@ NORM_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8")),
                "q4_1": ((4, 1, 2, "n"), (4, 1, 1, "n")), "awq": ((4, 1, 2, "n"), (4, 1, 1, "n")),
                "q8_0": ((4, 1, 2, "n"),), "q4_k": ((4, 1, 2, "nw8"), (4, 1, 1, "n")), "q6_k": ((2, 1, 1, ""),)}
 _ARGS = "ppppppiiipppf"
+ROPE_ARGS = "pppppiiiiii"  # positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv
 _PLAIN = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn", _ARGS, pdl=True)
           for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_glu", _ARGS, pdl=True)
         for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
-                        _ARGS + "pppppiiiiii", pdl=True)
+                        _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
+# One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
+# q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu
+# GEMV_MIX_ROPE; rows [0, n_A) from A, the rest from B).
+MIX_SHAPES = {("q4_k", "q6_k"): ((4, 1, 2, "nw8"), (4, 1, 2, "nw8"))}
+_MIX_ARGS = "pppppipppiiipii"  # out, x, A's q, qh, meta, gchunks, B's, n_A, A's blocks, bias, N, K
+
+
+def mix_kernels(suffix: str, args: str) -> dict:
+    """The _mix entries of `suffix` (rn_rope / rs_rope) per format pair; `args`: what follows _MIX_ARGS."""
+    tag = lambda f, s: f"{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}"  # noqa: E731
+    return {pair: Kernel("gemv_packed.cu", f"gemv_mix_{tag(pair[0], sa)}_{tag(pair[1], sb)}_{suffix}", _MIX_ARGS + args,
+                         pdl=True) for pair, (sa, sb) in MIX_SHAPES.items()}
+
+
+def need_mix(r: list[str], p: Problem) -> None:
+    """A RowParts weight's conditions for the _mix entries: two PackedWeight parts whose formats have an instance,
+    the first part's rows whole blocks of its shape (no block straddles the two)."""
+    parts = p.param("parts") or ()
+    kinds = tuple(f.removeprefix("packed_") for f, _ in parts)
+    _need(r, len(parts) == 2 and all(f in _PACKED_NAMES for f, _ in parts) and kinds in MIX_SHAPES,
+          f"weight parts {'+'.join(f for f, _ in parts)}: no two-format instance "
+          f"({', '.join('packed_' + a + '+packed_' + b for a, b in MIX_SHAPES)})")
+    if kinds in MIX_SHAPES:
+        rows_a, block_rows = parts[0][1], _block_rows(MIX_SHAPES[kinds][0])
+        _need(r, rows_a % block_rows == 0, f"first part's {rows_a} rows not whole blocks of {block_rows}")
+
+
+def _block_rows(shape) -> int:
+    r, _, ks, sfx = shape
+    return r * ((8 if sfx.endswith("w8") else 4) // ks)
+
+
+def launch_mix(kernels: dict, out, x, weight, bias, *extra, smem: int = 0) -> None:
+    """One _mix launch of `kernels` for a RowParts weight of two PackedWeights (need_mix admitted it)."""
+    a, b = weight.parts
+    sa, sb = MIX_SHAPES[(a.kind, b.kind)]
+    (ga, _, _), block = gemv_m1_dims(a.shape[0], sa)
+    (gb, _, _), _ = gemv_m1_dims(b.shape[0], sb)
+    cuda_ops._launch(kernels[(a.kind, b.kind)], (ga + gb, 1, 1), block, out.data_ptr(), x.data_ptr(),
+                     a.q.data_ptr(), _ptr(a.qh), a.meta.data_ptr(), a.group_size // 32, b.q.data_ptr(), _ptr(b.qh),
+                     b.meta.data_ptr(), b.group_size // 32, a.shape[0], ga, _ptr(bias), weight.shape[0],
+                     weight.shape[1], *extra, device=x.device, smem=smem)
+
+
+def rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+              num_kv_heads) -> tuple:
+    """The _rope entries' rotary + cache-write arguments (ROPE_ARGS)."""
+    return (positions.data_ptr(), slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(),
+            value_cache.data_ptr(), num_heads * head_dim, num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1],
+            int(is_neox), gemm_ops.ROPE_KV_CODES[key_cache.dtype])
+
+
+_MIX_RN_ROPE = mix_kernels("rn_rope", "pppf" + ROPE_ARGS)  # + res, norm_w, res_out, eps
 ACTIVATIONS = (None, "silu_and_mul")
 MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the normalized x, K * 2 bytes
 
 
-def supports_gemv_norm(p: Problem) -> list[str]:
+def supports_gemv_norm(p: Problem, mixed: bool = False) -> list[str]:
+    """mixed: a RowParts weight of a two-format instance (need_mix) is admitted too (the qkv form's _mix entries)."""
     r = _common(p)
     fmt, n, k, act = p.param("format"), p.param("n"), p.param("k"), p.param("act")
-    _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
+    if mixed and fmt == "row_parts":
+        need_mix(r, p)
+    else:
+        _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the normed-input GEMV is for one row (decode, batch 1)")
     _need(r, k % 32 == 0, f"K={k} not a multiple of 32")
     _need(r, k * 2 <= MAX_SMEM, f"K={k}: the normalized x ({k * 2} bytes) exceeds {MAX_SMEM} of shared memory")
@@ -78,7 +138,7 @@ def supports_gemv_norm_rope(p: Problem) -> list[str]:
     """The normed-input GEMV's conditions, plus rotary and the cache write in its epilogue (FP16 or FP8 E4M3 /
     E5M2 caches, scale 1 as the op's): a warp's R (<= 4) rows hold whole rotation pairs, so head_dim and
     rotary_dim are multiples of 4."""
-    r = supports_gemv_norm(p)
+    r = supports_gemv_norm(p, mixed=True)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
@@ -200,10 +260,14 @@ def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
-    return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, positions.data_ptr(),
-                                slot_mapping.data_ptr(), cos_sin_cache.data_ptr(), key_cache.data_ptr(),
-                                value_cache.data_ptr(), num_heads * head_dim, num_kv_heads * head_dim, head_dim,
-                                cos_sin_cache.shape[-1], int(is_neox), gemm_ops.ROPE_KV_CODES[key_cache.dtype])
+    rope = rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                     num_kv_heads)
+    if weight.format != "row_parts":
+        return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, *rope)
+    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
+    launch_mix(_MIX_RN_ROPE, q, x, weight, bias, _ptr(residual), norm_weight.data_ptr(),
+               _ptr(res_out) if residual is not None else 0, float(eps), *rope, smem=x.shape[-1] * 2)
+    return q, res_out
 
 
 def rms_norm_qkv_rotary_cache_unfused(x, norm_weight, eps, weight, residual, bias, positions, head_dim,

@@ -15,6 +15,7 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
   loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the
   NORM_IN kernels' K-wide reads, block reduction and shared x); the residual is bit-equal to the unfused route's.
+  Behind it, the qkv form also takes a two-format RowParts (linear_fused_ops.MIX_SHAPES: the _mix..._rs_rope entry).
 * `unfused` (every other problem, the CPU's too): ops.linear, then ops.rms_norm_linear /
   ops.rms_norm_qkv_rotary_cache, each through its own admitted provider (the route before s31, bit for bit; on the
   CPU the two references, so the runtime selections name each projection, as the admission report lists them).
@@ -77,7 +78,8 @@ def _gemv_kernels(shapes: dict, suffix: str, args: str) -> dict:
 
 _GEMV_NORM = _gemv_kernels(FRONT_SHAPES, "norm", "pppp")  # + res, res_out, gamma, ss
 _GEMV_RS_GLU = _gemv_kernels(BEHIND_SHAPES, "rs_glu", "pif")  # + ss, ss_tiles, eps
-_GEMV_RS_ROPE = _gemv_kernels(BEHIND_SHAPES, "rs_rope", "pif" + "pppppiiiiii")  # + the rope parameters (_rn_rope's)
+_GEMV_RS_ROPE = _gemv_kernels(BEHIND_SHAPES, "rs_rope", "pif" + linear_fused_ops.ROPE_ARGS)  # + _rn_rope's rope ones
+_MIX_RS_ROPE = linear_fused_ops.mix_kernels("rs_rope", "pif" + linear_fused_ops.ROPE_ARGS)  # a RowParts qkv behind
 
 
 def _need_join_shape(r: list[str], what: str, fmt: str | None, n: int, k: int, behind: bool) -> None:
@@ -90,7 +92,13 @@ def _need_join_shape(r: list[str], what: str, fmt: str | None, n: int, k: int, b
         r.append(f"{what}: M = 1 shape {gemv_m1_shape(kind, n, k, normed=behind)} of {fmt} has no joined instance")
 
 
-def _supports_gemv_join(p: Problem) -> list[str]:
+def _need_list(check, p: Problem) -> list[str]:
+    r: list[str] = []
+    check(r, p)
+    return r
+
+
+def _supports_gemv_join(p: Problem, mixed: bool = False) -> list[str]:
     """Both M = 1 GEMVs joined: one row, FP16, both weights of a joined shape, joined (_need_joined) with the hidden
     size a multiple of the front's 4 rows a warp, x contiguous and aligned, the residual and norm weight K wide (their
     dtypes: the GLU / rotary forms' checks)."""
@@ -99,7 +107,10 @@ def _supports_gemv_join(p: Problem) -> list[str]:
     n_in = q.param("n")
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the joined GEMVs take one row (decode, batch 1)")
     _need_join_shape(r, "projection in front", q.param("format"), n_in, q.param("k"), False)
-    _need_join_shape(r, "projection behind", p.param("format"), p.param("n"), p.param("k"), True)
+    if p.param("format") == "row_parts" and mixed:
+        r.extend(f"projection behind: {why}" for why in _need_list(linear_fused_ops.need_mix, p))
+    else:
+        _need_join_shape(r, "projection behind", p.param("format"), p.param("n"), p.param("k"), True)
     _need_joined(r, p, q)
     _need(r, n_in % 4 == 0, f"hidden size {n_in}: not a multiple of 4 (a warp's rows in front)")
     _need(r, q.param("contiguous", True) and q.param("aligned16", True), "x not contiguous and 16-byte aligned")
@@ -115,7 +126,7 @@ def supports_gemv_glu(p: Problem) -> list[str]:
 
 
 def supports_gemv_rope(p: Problem) -> list[str]:
-    r = _supports_gemv_join(p)
+    r = _supports_gemv_join(p, mixed=True)  # behind: a RowParts qkv of a two-format instance too
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
@@ -158,10 +169,12 @@ def linear_rms_norm_qkv_rotary_cache_gemv(x, weight_in, residual, norm_weight, e
                                           num_kv_heads):
     xt, res_out, ss = _gemv_front(x, weight_in, residual, norm_weight)
     q = _empty((*xt.shape[:-1], num_heads * head_dim), xt.dtype, xt.device)
-    return _gemv_behind(_GEMV_RS_ROPE, q, xt, ss, eps, weight, bias, 1, positions.data_ptr(), slot_mapping.data_ptr(),
-                        cos_sin_cache.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), num_heads * head_dim,
-                        num_kv_heads * head_dim, head_dim, cos_sin_cache.shape[-1], int(is_neox),
-                        gemm_ops.ROPE_KV_CODES[key_cache.dtype]), res_out
+    rope = linear_fused_ops.rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache,
+                                      slot_mapping, num_heads, num_kv_heads)
+    if weight.format == "row_parts":
+        linear_fused_ops.launch_mix(_MIX_RS_ROPE, q, xt, weight, bias, ss.data_ptr(), ss.numel(), float(eps), *rope)
+        return q, res_out
+    return _gemv_behind(_GEMV_RS_ROPE, q, xt, ss, eps, weight, bias, 1, *rope), res_out
 
 
 def supports_gemm_glu(p: Problem) -> list[str]:

@@ -33,6 +33,9 @@
 //    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (a warp's rows hold
 //    whole rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and
 //    v into their paged-cache rows, FP16 or FP8 (E4M3 / E5M2 of the FP16 value, scale 1).
+//  * Two formats in one launch (the _mix entries: a Q4_K_M qkv, [q | k] q4_k and v q6_k): the blocks of each
+//    part walk its own weight (gemv_rows' row0 / blk0), the prologue and the rotary epilogue are the one-format
+//    kernels'.
 #include "gemv_epilogue.cuh"
 #include "packed_formats.cuh"
 
@@ -106,7 +109,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                           int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{},
                           const GemvRope& rope = GemvRope{}, int M = 1, const GemvNormOut& no = GemvNormOut{},
-                          const GemvRowNorm& rn = GemvRowNorm{}) {
+                          const GemvRowNorm& rn = GemvRowNorm{}, int row0 = 0, int blk0 = 0) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
@@ -119,7 +122,9 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
-  const int n0 = (blockIdx.x * (NW / KS) + warp / KS) * RO;
+  // a two-weight launch's second part (the _mix entries): its blocks from blk0 take rows row0.. (N: the end), its
+  // weight's own rows from 0
+  const int n0 = row0 + (((int)blockIdx.x - blk0) * (NW / KS) + warp / KS) * RO;
   if (!NORM_IN && !RS && KS == 1 && n0 >= nout) return;  // (NORM_IN / RS: every thread takes their barriers)
   const int nch = K >> 5;
   i64 row[R];
@@ -140,7 +145,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       const int c = base + lane + 32 * u;
       if (c < nch)
 #pragma unroll
-        for (int r = 0; r < R; ++r) load_chunk<F>(ck[u][r], q, qh, meta, row[r], c, nch, gchunks);
+        for (int r = 0; r < R; ++r) load_chunk<F>(ck[u][r], q, qh, meta, row[r] - row0, c, nch, gchunks);
     }
   };
   // NORM_IN: the first weight chunks load during the prologue (except q6_k with the GLU, where
@@ -425,6 +430,11 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   __half* out, const __half* x, const unsigned char* q, const unsigned char* qh, const unsigned char* meta, \
       const __half* bias, int N, int K, int gchunks, const __half* res, const __half* norm_w,              \
       __half* res_out, float eps
+// the rotary + cache-write parameters of the _rope entries (GemvRope's fields)
+#define GEMV_ROPE_PARAMS                                                                                 \
+  const i64 *positions, const i64 *slots, const float *cos_sin, __half *k_cache, __half *v_cache, int q_size, \
+      int kv_size, int head_dim, int rot, int neox, int kv
+#define GEMV_ROPE_ARGS GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}
 #define GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(    \
       GEMV_RN_PARAMS) {                                                                                 \
@@ -437,11 +447,9 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                               GemvNormIn{res, norm_w, res_out, eps});                   \
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope( \
-      GEMV_RN_PARAMS, const i64* positions, const i64* slots, const float* cos_sin, __half* k_cache,    \
-      __half* v_cache, int q_size, int kv_size, int head_dim, int rot, int neox, int kv) {              \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW>(                                                     \
-        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{res, norm_w, res_out, eps},                \
-        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}); \
+      GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {                                                               \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW>(out, x, q, qh, meta, bias, N, K, gchunks,            \
+                                               GemvNormIn{res, norm_w, res_out, eps}, GEMV_ROPE_ARGS);  \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
 // M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
@@ -465,13 +473,42 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                            GemvRowNorm{ss, ss_tiles, eps});             \
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_rope( \
-      GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps, const i64* positions, const i64* slots, \
-      const float* cos_sin, __half* k_cache, __half* v_cache, int q_size, int kv_size, int head_dim, int rot, \
-      int neox, int kv) {                                                                               \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, false, NW, 1, true>(                                           \
-        out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{},                                         \
-        GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}, 1, \
-        GemvNormOut{}, GemvRowNorm{ss, ss_tiles, eps});                                                 \
+      GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                   \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, false, NW, 1, true>(out, x, q, qh, meta, bias, N, K, gchunks,   \
+                                                            GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, \
+                                                            GemvRowNorm{ss, ss_tiles, eps});            \
+  }
+// M = 1, a projection held in two formats (weights.RowParts: a Q4_K_M file's [q | k] in q4_k, v in q6_k) as one
+// launch of the normed qkv + rotary + cache write: rows [0, na) from weight A (format FA, its shape), rows [na, N)
+// from weight B (FB, its shape), NW warps a block for both; blocks [0, nba) take A's rows. The norm in front as
+// _rn_rope's (_mix..._rn_rope) or the join's scale as _rs_rope's (_mix..._rs_rope). gemv_mix_<FA shape>_<FB shape>.
+#define GEMV_MIX_PARAMS                                                                                  \
+  __half* out, const __half* x, const unsigned char* qa, const unsigned char* qha, const unsigned char* metaa, \
+      int gchunksa, const unsigned char* qb, const unsigned char* qhb, const unsigned char* metab, int gchunksb, \
+      int na, int nba, const __half* bias, int N, int K
+#define GEMV_MIX_ROPE(NA, FA, RA, UA, PFA, KSA, SA, NB, FB, RB, UB, PFB, KSB, SB, NW)                    \
+  extern "C" __global__ void __launch_bounds__(32 * NW)                                                 \
+      gemv_mix_##NA##_r##RA##u##UA##k##KSA##SA##_##NB##_r##RB##u##UB##k##KSB##SB##_rn_rope(               \
+          GEMV_MIX_PARAMS, const __half* res, const __half* norm_w, __half* res_out, float eps, GEMV_ROPE_PARAMS) { \
+    const GemvNormIn nin{res, norm_w, res_out, eps};                                                    \
+    if ((int)blockIdx.x < nba)                                                                          \
+      gemv_rows<FA, RA, UA, PFA, KSA, EPI_ROPE, true, NW>(out, x, qa, qha, metaa, bias, na, K, gchunksa, nin, \
+                                                          GEMV_ROPE_ARGS);                              \
+    else                                                                                                \
+      gemv_rows<FB, RB, UB, PFB, KSB, EPI_ROPE, true, NW>(out, x, qb, qhb, metab, bias, N, K, gchunksb, nin, \
+                                                          GEMV_ROPE_ARGS, 1, GemvNormOut{}, GemvRowNorm{}, na, nba); \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW)                                                 \
+      gemv_mix_##NA##_r##RA##u##UA##k##KSA##SA##_##NB##_r##RB##u##UB##k##KSB##SB##_rs_rope(               \
+          GEMV_MIX_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                \
+    const GemvRowNorm rn{ss, ss_tiles, eps};                                                            \
+    if ((int)blockIdx.x < nba)                                                                          \
+      gemv_rows<FA, RA, UA, PFA, KSA, EPI_ROPE, false, NW, 1, true>(out, x, qa, qha, metaa, bias, na, K, gchunksa, \
+                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, rn); \
+    else                                                                                                \
+      gemv_rows<FB, RB, UB, PFB, KSB, EPI_ROPE, false, NW, 1, true>(out, x, qb, qhb, metab, bias, N, K, gchunksb, \
+                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, rn, \
+                                                                   na, nba);                            \
   }
 #define GEMV_PACKED_ALL(NAME, F) \
   GEMV_PACKED(NAME, F, 4, 4)     \
@@ -513,3 +550,6 @@ GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 2, )
 GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 1, )
 GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 1, n, 4)
+// two formats, q4_k [q | k] + q6_k v (linear_fused_ops.MIX_SHAPES): both in q4_k's normed qkv shape (the K split of the
+// plain GEMVs the unfused route runs: the same sums)
+GEMV_MIX_ROPE(q4_k, F_Q4_K, 4, 1, false, 2, nw8, q6_k, F_Q6_K, 4, 1, false, 2, nw8, 8)

@@ -1,6 +1,6 @@
 """The normed qkv GEMV over a projection held in two formats (weights.RowParts; Q4_K_M files keep v in q6_k in half
-the layers, q and k in q4_k): one launch of gemv_packed.cu's _mix entries, the norm in front (linear_fused_ops'
-cuda_gemv_norm for rms_norm_qkv_rotary_cache) or the join's row scale (linear_norm_ops' for
+the layers, q and k in q4_k): provider cuda_gemv_mix, one launch of gemv_packed.cu's _mix entries, the norm in front
+(linear_fused_ops, rms_norm_qkv_rotary_cache) or the join's row scale (linear_norm_ops,
 linear_rms_norm_qkv_rotary_cache). CPU: admission and refusal reasons on fake devices, the launches (intercepted).
 GPU (marked `gpu`, any from sm_70): against the unfused route (rms_norm, one plain GEMV per part, rotary_and_cache)
 at llama3-8b shapes: rotated q, residual and cache bytes equal (the norm in front), or within one FP16 rounding
@@ -39,12 +39,18 @@ def _down_mixed_args(h, k, hq, hk, d, rot, kind_in="q4_k", device="cpu", seed=0)
 
 
 def test_admission(any_nvrtc):
-    """One row, a RowParts of q4_k + q6_k: cuda_gemv_norm on every GPU from sm_70, with the norm in front or joined;
-    other pairs, a first part off whole blocks, or the GLU form keep the unfused route, the report saying why."""
+    """One row, a RowParts of q4_k + q6_k: cuda_gemv_mix on every GPU from sm_70, with the norm in front or joined
+    (cuda_gemv_norm refusing the RowParts, cuda_gemv_mix a one-format weight); other pairs, a first part off whole
+    blocks, more rows, or the GLU form keep the unfused route, the report saying why."""
     qkv, down_qkv = _mixed_qkv_args(512, 4, 2, 64, 64), _down_mixed_args(512, 1024, 4, 2, 64, 64)
     for cap in ((7, 0), (9, 0)):
-        assert _on("rms_norm_qkv_rotary_cache", qkv, cap).provider.name == "cuda_gemv_norm"
-        assert _on("linear_rms_norm_qkv_rotary_cache", down_qkv, cap).provider.name == "cuda_gemv_norm"
+        for op, args in (("rms_norm_qkv_rotary_cache", qkv), ("linear_rms_norm_qkv_rotary_cache", down_qkv)):
+            sel = _on(op, args, cap)
+            assert sel.provider.name == "cuda_gemv_mix", sel.refused
+            assert any("row_parts" in r for r in sel.refused["cuda_gemv_norm"]), sel.refused["cuda_gemv_norm"]
+    one = _on("rms_norm_qkv_rotary_cache", qkv, format="packed_q4_k", parts=None)
+    assert one.provider.name == "cuda_gemv_norm"
+    assert any("not row_parts" in r for r in linear_fused_ops.supports_gemv_mix_rope(one.problem))
     for op, args, override, why in (
             ("rms_norm_qkv_rotary_cache", qkv, {"parts": (("packed_q4_0", 384), ("packed_q6_k", 128))},
              "weight parts packed_q4_0+packed_q6_k: no two-format instance"),
@@ -56,8 +62,9 @@ def test_admission(any_nvrtc):
             ("rms_norm_linear", [qkv[0], qkv[1], qkv[2], qkv[3], qkv[4], None, "silu_and_mul"], {},
              "weight format row_parts not a PackedWeight")):
         sel = _on(op, args, **override)
-        assert sel.provider.name != "cuda_gemv_norm", why
-        assert any(why in r for r in sel.refused["cuda_gemv_norm"]), sel.refused["cuda_gemv_norm"]
+        prov = "cuda_gemv_norm" if op == "rms_norm_linear" else "cuda_gemv_mix"  # (no GLU form of the mix)
+        assert sel.provider.name != prov, why
+        assert any(why in r for r in sel.refused[prov]), sel.refused[prov]
 
 
 def test_launches(launches):
@@ -65,7 +72,7 @@ def test_launches(launches):
     chunks, the first part's rows and blocks, then the norm's (or the join's) and the rotary's arguments."""
     a = _mixed_qkv_args(512, 4, 2, 64, 64)
     wa, wb = a[3].parts
-    q, res = linear_fused_ops.rms_norm_qkv_rotary_cache_cuda(*a)
+    q, res = linear_fused_ops.rms_norm_qkv_rotary_cache_mix(*a)
     ((name, grid, args),) = launches
     assert name == "gemv_mix_q4_k_r4u1k2nw8_q6_k_r4u1k2nw8_rn_rope" and grid == (384 // 16 + 128 // 16, 1, 1)
     assert args[2] == wa.q.data_ptr() and args[6] == wb.q.data_ptr() and (args[5], args[9]) == (wa.group_size // 32, wb.group_size // 32)
@@ -73,7 +80,7 @@ def test_launches(launches):
     assert q.shape == (1, 256) and args[0] == q.data_ptr() and args[19] == a[6].data_ptr()
     launches.clear()
     b = _down_mixed_args(512, 1024, 4, 2, 64, 64)
-    linear_norm_ops.linear_rms_norm_qkv_rotary_cache_gemv(*b)
+    linear_norm_ops.linear_rms_norm_qkv_rotary_cache_mix(*b)
     assert [c[0] for c in launches] == ["gemv_r_q4_k_r4u1k1_norm", "gemv_mix_q4_k_r4u1k2nw8_q6_k_r4u1k2nw8_rs_rope"]
     assert launches[1][2][1] == launches[0][2][0] and launches[1][2][15:18] == (launches[0][2][12], 512 // 4, 1e-5)
 
@@ -86,11 +93,11 @@ def test_norm_in_front_against_unfused(kv, neox):
     route's rotated q, residual and cache bytes exactly (each part's rows summed as its plain GEMV sums them)."""
     a = _mixed_qkv_args(4096, 32, 8, 128, 128, device="cuda", seed=SEED)
     a[9], a[10], a[11] = neox, a[10].to(kv), a[11].to(kv)
-    assert ops.registry.select(ops.problem("rms_norm_qkv_rotary_cache", *a)).provider.name == "cuda_gemv_norm"
+    assert ops.registry.select(ops.problem("rms_norm_qkv_rotary_cache", *a)).provider.name == "cuda_gemv_mix"
     kw, vw, k_before = a[10].clone(), a[11].clone(), a[10].clone()
     want, want_res = linear_fused_ops.rms_norm_qkv_rotary_cache_unfused(*a[:10], kw, vw, *a[12:])
     with cuda_ops.poison_outputs():
-        got, got_res = linear_fused_ops.rms_norm_qkv_rotary_cache_cuda(*a)
+        got, got_res = linear_fused_ops.rms_norm_qkv_rotary_cache_mix(*a)
     what = f"{kv} neox={neox} seed={SEED}"
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, what
     assert torch.equal(got, want) and torch.equal(got_res, want_res), what
@@ -106,12 +113,12 @@ def test_joined_against_unfused(kv):
     GEMVs: the residual bit for bit, q and the cache rows within one FP16 rounding of the unfused route."""
     b = _down_mixed_args(4096, 14336, 32, 8, 128, 128, device="cuda", seed=SEED)
     b[11], b[12] = b[11].to(kv), b[12].to(kv)
-    assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", *b)).provider.name == "cuda_gemv_norm"
+    assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", *b)).provider.name == "cuda_gemv_mix"
     provs = ops.registry.providers["linear_rms_norm_qkv_rotary_cache"]
     kw, vw = b[11].clone(), b[12].clone()
     want, want_res = provs["unfused"].fn(*b[:11], kw, vw, *b[13:])
     with cuda_ops.poison_outputs():
-        got, got_res = provs["cuda_gemv_norm"].fn(*b)
+        got, got_res = provs["cuda_gemv_mix"].fn(*b)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kv, SEED)
     assert torch.equal(got_res, want_res), (kv, SEED)
     assert rel_err(got, want) < 2e-3, (kv, rel_err(got, want), SEED)

@@ -9,11 +9,12 @@ rotary_and_cache):
   the new residual stream; the gate_up form also has the GLU behind (a warp computes gate rows and the
   same rows of up and writes silu(gate) * up); the qkv form rotates q and k (a warp's rows hold whole
   rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and v into
-  the FP16 paged cache. The qkv form also takes a weights.RowParts of two formats with an instance (MIX_SHAPES:
-  a Q4_K_M file's [q | k] q4_k + v q6_k) in one launch, each part's blocks on its own weight. One launch where the
-  unfused
+  the FP16 paged cache. One launch where the unfused
   route takes two or three, and the projection that feeds the residual stream (o_proj / down) stays
   a plain GEMV.
+* `cuda_gemv_mix` (rms_norm_qkv_rotary_cache, one row, a weights.RowParts of two formats with an instance,
+  MIX_SHAPES: a Q4_K_M file's [q | k] q4_k + v q6_k): cuda_gemv_norm's qkv launch over both parts, each part's
+  blocks on its own weight (gemv_packed.cu _mix entries); bit-equal to the unfused route.
 * `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 3..64 rows, q4_0 / q4_k / q6_k / awq on sm_80+: decode
   batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
   (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no
@@ -134,15 +135,23 @@ def supports_gemv_norm(p: Problem, mixed: bool = False) -> list[str]:
     return r
 
 
-def supports_gemv_norm_rope(p: Problem) -> list[str]:
+def supports_gemv_norm_rope(p: Problem, mixed: bool = False) -> list[str]:
     """The normed-input GEMV's conditions, plus rotary and the cache write in its epilogue (FP16 or FP8 E4M3 /
     E5M2 caches, scale 1 as the op's): a warp's R (<= 4) rows hold whole rotation pairs, so head_dim and
     rotary_dim are multiples of 4."""
-    r = supports_gemv_norm(p, mixed=True)
+    r = supports_gemv_norm(p, mixed)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
     _need_rope_cache(r, p)
+    return r
+
+
+def supports_gemv_mix_rope(p: Problem) -> list[str]:
+    """cuda_gemv_mix: the normed qkv GEMV's conditions on a RowParts of a two-format instance (need_mix)."""
+    r = supports_gemv_norm_rope(p, mixed=True)
+    _need(r, p.param("format") == "row_parts", f"weight format {p.param('format')} not row_parts (one format: "
+          "cuda_gemv_norm)")
     return r
 
 
@@ -260,13 +269,18 @@ def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
-    rope = rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
-                     num_kv_heads)
-    if weight.format != "row_parts":
-        return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, *rope)
+    return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, *rope_args(
+        positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads))
+
+
+def rms_norm_qkv_rotary_cache_mix(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
+                                  is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
+    q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
     res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
     launch_mix(_MIX_RN_ROPE, q, x, weight, bias, _ptr(residual), norm_weight.data_ptr(),
-               _ptr(res_out) if residual is not None else 0, float(eps), *rope, smem=x.shape[-1] * 2)
+               _ptr(res_out) if residual is not None else 0, float(eps),
+               *rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                          num_kv_heads), smem=x.shape[-1] * 2)
     return q, res_out
 
 
@@ -296,8 +310,10 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("unfused", op, unfused, supports=supports_unfused))
         # rms_norm_linear: between the one-row GEMV and the unfused route, the GLU forms for batches (the
         # register-direct GEMM's from 3 rows, the two-row GEMV's at 2)
-        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_pack_gemm_rd",
+        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_gemv_mix", "cuda_pack_gemm_rd",
                                      *(["cuda_gemv_glu"] if op == "rms_norm_linear" else []), "unfused"])
+    reg.register(Provider("cuda_gemv_mix", "rms_norm_qkv_rotary_cache", rms_norm_qkv_rotary_cache_mix,
+                          available=available, supports=supports_gemv_mix_rope))
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_linear", rms_norm_linear_gemm_glu, available=available,
                           supports=supports_gemm_glu))
     reg.register(Provider("cuda_pack_gemm_rd", "rms_norm_qkv_rotary_cache", rms_norm_qkv_rotary_cache_gemm,

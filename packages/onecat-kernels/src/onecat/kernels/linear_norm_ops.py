@@ -15,7 +15,9 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
   loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the
   NORM_IN kernels' K-wide reads, block reduction and shared x); the residual is bit-equal to the unfused route's.
-  Behind it, the qkv form also takes a two-format RowParts (linear_fused_ops.MIX_SHAPES: the _mix..._rs_rope entry).
+* `cuda_gemv_mix` (linear_rms_norm_qkv_rotary_cache, one row, the front q4_k, behind a weights.RowParts of two
+  formats with an instance: linear_fused_ops.MIX_SHAPES): cuda_gemv_norm's join with the _mix..._rs_rope launch
+  behind.
 * `unfused` (every other problem, the CPU's too): ops.linear, then ops.rms_norm_linear /
   ops.rms_norm_qkv_rotary_cache, each through its own admitted provider (the route before s31, bit for bit; on the
   CPU the two references, so the runtime selections name each projection, as the admission report lists them).
@@ -125,13 +127,21 @@ def supports_gemv_glu(p: Problem) -> list[str]:
     return r
 
 
-def supports_gemv_rope(p: Problem) -> list[str]:
-    r = _supports_gemv_join(p, mixed=True)  # behind: a RowParts qkv of a two-format instance too
+def supports_gemv_rope(p: Problem, mixed: bool = False) -> list[str]:
+    r = _supports_gemv_join(p, mixed)
     d, rd = p.param("head_dim"), p.param("rotary_dim")
     _need(r, d % 4 == 0 and rd % 4 == 0 and rd <= d,
           f"head_dim {d} / rotary_dim {rd}: not multiples of 4 (a warp's rows), or rotary_dim > head_dim")
     linear_fused_ops._need_norm_dtypes(r, p)
     linear_fused_ops._need_rope_cache(r, p)
+    return r
+
+
+def supports_gemv_mix_rope(p: Problem) -> list[str]:
+    """cuda_gemv_mix: the joined GEMVs' conditions with a RowParts qkv of a two-format instance behind."""
+    r = supports_gemv_rope(p, mixed=True)
+    _need(r, p.param("format") == "row_parts", f"projection behind: weight format {p.param('format')} not row_parts "
+          "(one format: cuda_gemv_norm)")
     return r
 
 
@@ -171,10 +181,18 @@ def linear_rms_norm_qkv_rotary_cache_gemv(x, weight_in, residual, norm_weight, e
     q = _empty((*xt.shape[:-1], num_heads * head_dim), xt.dtype, xt.device)
     rope = linear_fused_ops.rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache,
                                       slot_mapping, num_heads, num_kv_heads)
-    if weight.format == "row_parts":
-        linear_fused_ops.launch_mix(_MIX_RS_ROPE, q, xt, weight, bias, ss.data_ptr(), ss.numel(), float(eps), *rope)
-        return q, res_out
     return _gemv_behind(_GEMV_RS_ROPE, q, xt, ss, eps, weight, bias, 1, *rope), res_out
+
+
+def linear_rms_norm_qkv_rotary_cache_mix(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,
+                                         cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
+                                         num_kv_heads):
+    xt, res_out, ss = _gemv_front(x, weight_in, residual, norm_weight)
+    q = _empty((*xt.shape[:-1], num_heads * head_dim), xt.dtype, xt.device)
+    linear_fused_ops.launch_mix(_MIX_RS_ROPE, q, xt, weight, bias, ss.data_ptr(), ss.numel(), float(eps),
+                                *linear_fused_ops.rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache,
+                                                            value_cache, slot_mapping, num_heads, num_kv_heads))
+    return q, res_out
 
 
 def supports_gemm_glu(p: Problem) -> list[str]:
@@ -226,4 +244,6 @@ def register(reg: KernelRegistry) -> None:
         reg.register(Provider("cuda_gemv_norm", op, gemv, available=available, supports=gemv_supports))
         reg.register(Provider("cuda_pack_gemm_rd", op, gemm, available=available, supports=gemm_supports))
         reg.register(Provider("unfused", op, unfused))
-        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_pack_gemm_rd", "unfused"])
+        reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_gemv_mix", "cuda_pack_gemm_rd", "unfused"])
+    reg.register(Provider("cuda_gemv_mix", "linear_rms_norm_qkv_rotary_cache", linear_rms_norm_qkv_rotary_cache_mix,
+                          available=available, supports=supports_gemv_mix_rope))

@@ -260,9 +260,14 @@ def gemv_m1_dims(n_out: int, shape: tuple[int, int, int, str], rows_per_out: int
     """(grid, block) of an M = 1 kernel of `shape` (R, U, KS, SFX) writing n_out outputs, each from
     `rows_per_out` weight rows (2 with the GLU): a warp owns R weight rows, KS warps of a block share
     them, and a block has 8 warps in the "...w8" instances, 4 in the others."""
+    warps = 8 if shape[3].endswith("w8") else 4
+    return (-(-n_out // (gemv_m1_block_rows(shape) // rows_per_out)), 1, 1), (32 * warps, 1, 1)
+
+
+def gemv_m1_block_rows(shape: tuple[int, int, int, str]) -> int:
+    """Weight rows one block of an M = 1 kernel of `shape` owns: R a warp, (its warps / KS) row groups."""
     r, _, ks, sfx = shape
-    warps = 8 if sfx.endswith("w8") else 4
-    return (-(-n_out // (r * (warps // ks) // rows_per_out)), 1, 1), (32 * warps, 1, 1)
+    return r * ((8 if sfx.endswith("w8") else 4) // ks)
 
 
 def gemv_m1_launch(out, x, weight: PackedWeight, shape: tuple[int, int, int, str], bias=None) -> None:

@@ -36,7 +36,8 @@ rotary_and_cache):
 from __future__ import annotations
 
 from . import cuda_ops, gemm_ops
-from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
+from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_block_rows, gemv_m1_dims,
+                       gemv_m1_shape)
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
@@ -68,26 +69,23 @@ def mix_kernels(suffix: str, args: str) -> dict:
                          pdl=True) for pair, (sa, sb) in MIX_SHAPES.items()}
 
 
-def need_mix(r: list[str], p: Problem) -> None:
-    """A RowParts weight's conditions for the _mix entries: two PackedWeight parts whose formats have an instance,
-    the first part's rows whole blocks of its shape (no block straddles the two)."""
+def mix_refusals(p: Problem) -> list[str]:
+    """Why a RowParts weight does not fit the _mix entries (none: it does): two PackedWeight parts whose formats have
+    an instance, the first part's rows whole blocks of its shape (no block straddles the two)."""
+    r: list[str] = []
     parts = p.param("parts") or ()
     kinds = tuple(f.removeprefix("packed_") for f, _ in parts)
     _need(r, len(parts) == 2 and all(f in _PACKED_NAMES for f, _ in parts) and kinds in MIX_SHAPES,
           f"weight parts {'+'.join(f for f, _ in parts)}: no two-format instance "
           f"({', '.join('packed_' + a + '+packed_' + b for a, b in MIX_SHAPES)})")
     if kinds in MIX_SHAPES:
-        rows_a, block_rows = parts[0][1], _block_rows(MIX_SHAPES[kinds][0])
+        rows_a, block_rows = parts[0][1], gemv_m1_block_rows(MIX_SHAPES[kinds][0])
         _need(r, rows_a % block_rows == 0, f"first part's {rows_a} rows not whole blocks of {block_rows}")
-
-
-def _block_rows(shape) -> int:
-    r, _, ks, sfx = shape
-    return r * ((8 if sfx.endswith("w8") else 4) // ks)
+    return r
 
 
 def launch_mix(kernels: dict, out, x, weight, bias, *extra, smem: int = 0) -> None:
-    """One _mix launch of `kernels` for a RowParts weight of two PackedWeights (need_mix admitted it)."""
+    """One _mix launch of `kernels` for a RowParts weight of two PackedWeights (mix_refusals found none)."""
     a, b = weight.parts
     sa, sb = MIX_SHAPES[(a.kind, b.kind)]
     (ga, _, _), block = gemv_m1_dims(a.shape[0], sa)
@@ -112,11 +110,12 @@ MAX_SMEM = 48 * 1024  # dynamic shared memory without the opt-in attribute: the 
 
 
 def supports_gemv_norm(p: Problem, mixed: bool = False) -> list[str]:
-    """mixed: a RowParts weight of a two-format instance (need_mix) is admitted too (the qkv form's _mix entries)."""
+    """mixed: a RowParts weight of a two-format instance (mix_refusals) is admitted too (the qkv form's _mix
+    entries)."""
     r = _common(p)
     fmt, n, k, act = p.param("format"), p.param("n"), p.param("k"), p.param("act")
     if mixed and fmt == "row_parts":
-        need_mix(r, p)
+        r.extend(mix_refusals(p))
     else:
         _need(r, fmt in _PACKED_NAMES, f"weight format {fmt} not a PackedWeight ({'/'.join(_PACKED_NAMES)})")
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the normed-input GEMV is for one row (decode, batch 1)")
@@ -148,7 +147,7 @@ def supports_gemv_norm_rope(p: Problem, mixed: bool = False) -> list[str]:
 
 
 def supports_gemv_mix_rope(p: Problem) -> list[str]:
-    """cuda_gemv_mix: the normed qkv GEMV's conditions on a RowParts of a two-format instance (need_mix)."""
+    """cuda_gemv_mix: the normed qkv GEMV's conditions on a RowParts of a two-format instance (mix_refusals)."""
     r = supports_gemv_norm_rope(p, mixed=True)
     _need(r, p.param("format") == "row_parts", f"weight format {p.param('format')} not row_parts (one format: "
           "cuda_gemv_norm)")
@@ -252,12 +251,17 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     residual). rows_per_out: weight rows per output row (2 with the GLU)."""
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
-    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
+    res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
     cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
-                     _ptr(bias), n, k, weight.group_size // 32, _ptr(residual), norm_weight.data_ptr(),
-                     _ptr(res_out) if residual is not None else 0, float(eps), *extra, device=x.device, smem=k * 2)
+                     _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=k * 2)
     return res_out
+
+
+def _norm_in_args(x, norm_weight, eps, residual) -> tuple:
+    """(the new residual stream: x without a residual, the norm prologue's arguments: res, norm_w, res_out, eps)."""
+    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
+    return res_out, (_ptr(residual), norm_weight.data_ptr(), _ptr(res_out) if residual is not None else 0, float(eps))
 
 
 def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
@@ -276,11 +280,10 @@ def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, 
 def rms_norm_qkv_rotary_cache_mix(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                   is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
-    res_out = _empty(x.shape, x.dtype, x.device) if residual is not None else x
-    launch_mix(_MIX_RN_ROPE, q, x, weight, bias, _ptr(residual), norm_weight.data_ptr(),
-               _ptr(res_out) if residual is not None else 0, float(eps),
-               *rope_args(positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads,
-                          num_kv_heads), smem=x.shape[-1] * 2)
+    res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
+    launch_mix(_MIX_RN_ROPE, q, x, weight, bias, *norm, *rope_args(positions, head_dim, cos_sin_cache, is_neox,
+                                                                   key_cache, value_cache, slot_mapping, num_heads,
+                                                                   num_kv_heads), smem=x.shape[-1] * 2)
     return q, res_out
 
 

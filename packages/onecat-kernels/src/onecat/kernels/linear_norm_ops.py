@@ -94,12 +94,6 @@ def _need_join_shape(r: list[str], what: str, fmt: str | None, n: int, k: int, b
         r.append(f"{what}: M = 1 shape {gemv_m1_shape(kind, n, k, normed=behind)} of {fmt} has no joined instance")
 
 
-def _need_list(check, p: Problem) -> list[str]:
-    r: list[str] = []
-    check(r, p)
-    return r
-
-
 def _supports_gemv_join(p: Problem, mixed: bool = False) -> list[str]:
     """Both M = 1 GEMVs joined: one row, FP16, both weights of a joined shape, joined (_need_joined) with the hidden
     size a multiple of the front's 4 rows a warp, x contiguous and aligned, the residual and norm weight K wide (their
@@ -110,7 +104,7 @@ def _supports_gemv_join(p: Problem, mixed: bool = False) -> list[str]:
     _need(r, p.param("rows") == 1, f"M={p.param('rows')}: the joined GEMVs take one row (decode, batch 1)")
     _need_join_shape(r, "projection in front", q.param("format"), n_in, q.param("k"), False)
     if p.param("format") == "row_parts" and mixed:
-        r.extend(f"projection behind: {why}" for why in _need_list(linear_fused_ops.need_mix, p))
+        r.extend(f"projection behind: {why}" for why in linear_fused_ops.mix_refusals(p))
     else:
         _need_join_shape(r, "projection behind", p.param("format"), p.param("n"), p.param("k"), True)
     _need_joined(r, p, q)

@@ -48,6 +48,8 @@ def test_admission(any_nvrtc):
             sel = _on(op, args, cap)
             assert sel.provider.name == "cuda_gemv_mix", sel.refused
             assert any("row_parts" in r for r in sel.refused["cuda_gemv_norm"]), sel.refused["cuda_gemv_norm"]
+    q6_down = _down_mixed_args(512, 8192, 4, 2, 64, 64, kind_in="q6_k")  # a Q4_K_M file's q6_k down in front
+    assert _on("linear_rms_norm_qkv_rotary_cache", q6_down).provider.name == "cuda_gemv_mix"
     one = _on("rms_norm_qkv_rotary_cache", qkv, format="packed_q4_k", parts=None)
     assert one.provider.name == "cuda_gemv_norm"
     assert any("not row_parts" in r for r in linear_fused_ops.supports_gemv_mix_rope(one.problem))
@@ -107,11 +109,12 @@ def test_norm_in_front_against_unfused(kv, neox):
 
 
 @gpu
-@pytest.mark.parametrize("kv", [torch.float16, torch.float8_e5m2])
-def test_joined_against_unfused(kv):
-    """llama3-8b's down (q4_k) -> the next input norm -> the two-format qkv, rotary and cache write on the joined
-    GEMVs: the residual bit for bit, q and the cache rows within one FP16 rounding of the unfused route."""
-    b = _down_mixed_args(4096, 14336, 32, 8, 128, 128, device="cuda", seed=SEED)
+@pytest.mark.parametrize("kind_in,kv", [("q4_k", torch.float16), ("q4_k", torch.float8_e5m2), ("q6_k", torch.float16)])
+def test_joined_against_unfused(kind_in, kv):
+    """llama3-8b's down (q4_k, or q6_k as a Q4_K_M file has it) -> the next input norm -> the two-format qkv, rotary
+    and cache write on the joined GEMVs: the residual bit for bit, q and the cache rows within one FP16 rounding of the
+    unfused route."""
+    b = _down_mixed_args(4096, 14336, 32, 8, 128, 128, kind_in=kind_in, device="cuda", seed=SEED)
     b[11], b[12] = b[11].to(kv), b[12].to(kv)
     assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", *b)).provider.name == "cuda_gemv_mix"
     provs = ops.registry.providers["linear_rms_norm_qkv_rotary_cache"]
@@ -120,6 +123,6 @@ def test_joined_against_unfused(kv):
     with cuda_ops.poison_outputs():
         got, got_res = provs["cuda_gemv_mix"].fn(*b)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kv, SEED)
-    assert torch.equal(got_res, want_res), (kv, SEED)
-    assert rel_err(got, want) < 2e-3, (kv, rel_err(got, want), SEED)
+    assert torch.equal(got_res, want_res), (kind_in, kv, SEED)
+    assert rel_err(got, want) < 2e-3, (kind_in, kv, rel_err(got, want), SEED)
     _assert_caches_close((b[11], b[12]), (kw, vw), kv)

@@ -125,17 +125,24 @@ def test_launches(launches, monkeypatch):
 
 
 def test_gemv_admission(any_nvrtc):
-    """cuda_gemv_norm at one row where both weights are q4_k, on every GPU from sm_70; else (q4_0 measured slower
-    than its normed-prologue GEMVs) the unfused route, the report saying why."""
+    """cuda_gemv_norm at one row where both weights are q4_k, or a q6_k down (K >= 8192: a Q4_K_M file's) in front,
+    on every GPU from sm_70; else (q4_0 measured slower than its normed-prologue GEMVs) the unfused route, the report
+    saying why."""
     glu, qkv = _glu_args(1, 256, 512, 128, "q4_k", "q4_k"), _down_qkv_args(1, 256, 4096, 4, 2, 64, 64, "q4_k", "q4_k")
+    q6_down = _down_qkv_args(1, 256, 8192, 4, 2, 64, 64, "q4_k", "q6_k")
     for cap in ((7, 0), (9, 0)):
         assert _on("linear_rms_norm_linear", glu, cap).provider.name == "cuda_gemv_norm"
         assert _on("linear_rms_norm_qkv_rotary_cache", qkv, cap).provider.name == "cuda_gemv_norm"
         assert _on("linear_rms_norm_qkv_rotary_cache", qkv, cap, neox=True).provider.name == "cuda_gemv_norm"
+        assert _on("linear_rms_norm_qkv_rotary_cache", q6_down, cap).provider.name == "cuda_gemv_norm"
     for sel, why in (
             (_on("linear_rms_norm_linear", glu, rows=2), "M=2: the joined GEMVs take one row"),
             (_on("linear_rms_norm_linear", glu, in_format="packed_q4_1"),
-             "projection in front: weight format packed_q4_1 not packed_q4_k"),
+             "projection in front: weight format packed_q4_1 not packed_q4_k / packed_q6_k"),
+            (_on("linear_rms_norm_qkv_rotary_cache", qkv, in_format="packed_q6_k"),  # q6_k at K 4096: the "n" shape
+             "projection in front: M = 1 shape (4, 1, 2, 'n') of packed_q6_k has no joined instance"),
+            (_on("linear_rms_norm_qkv_rotary_cache", q6_down, format="packed_q6_k"),
+             "projection behind: weight format packed_q6_k not packed_q4_k"),
             (_on("linear_rms_norm_linear", glu, format="packed_q4_0"), "projection behind: weight format packed_q4_0"),
             (_on("linear_rms_norm_linear", glu, in_n=384), "the projection in front gives 384 features"),
             (_on("linear_rms_norm_linear", glu, act=None), "activation None: the GLU epilogue is silu_and_mul only"),
@@ -165,6 +172,11 @@ def test_gemv_launches(launches):
     assert q.shape == (1, 256) and [c[0] for c in launches] == ["gemv_r_q4_k_r4u1k2_norm", "gemv_r_q4_k_r4u1k2nw8_rs_rope"]
     assert launches[1][2][9:12] == (launches[0][2][12], 256 // 4, 1e-5)
     assert launches[1][2][12:17] == tuple(t.data_ptr() for t in (b[7], b[13], b[9], b[11], b[12]))
+    launches.clear()  # a q6_k down in front (K 8192: its plain shape r4u1k2)
+    q, _ = linear_norm_ops.linear_rms_norm_qkv_rotary_cache_gemv(*_down_qkv_args(1, 256, 8192, 4, 2, 64, 64, "q4_k",
+                                                                                 "q6_k"))
+    assert [c[0] for c in launches] == ["gemv_r_q6_k_r4u1k2_norm", "gemv_r_q4_k_r4u1k2nw8_rs_rope"]
+    assert launches[0][1][0] == 256 // 8 and launches[1][2][10] == 256 // 4  # 2 groups of 4 rows a block (K split)
 
 
 def test_launch_checks(launches, monkeypatch):
@@ -246,11 +258,13 @@ def test_gemv_o_gate_up_against_unfused(kind_in, kind):
 @gpu
 @pytest.mark.parametrize("kind_in,kind,kv,rot", [("q4_k", "q4_k", torch.float16, 64), ("q4_k", "q4_k", torch.float16, 128),
                                                  ("q4_k", "q4_k", torch.float8_e4m3fn, 128),
-                                                 ("q4_k", "q4_k", torch.float8_e5m2, 128)])
+                                                 ("q4_k", "q4_k", torch.float8_e5m2, 128),
+                                                 ("q6_k", "q4_k", torch.float16, 128),
+                                                 ("q6_k", "q4_k", torch.float8_e4m3fn, 128)])
 @pytest.mark.parametrize("neox", [False, True])
 def test_gemv_down_qkv_against_unfused(kind_in, kind, kv, rot, neox):
-    """One row, llama3-8b's down -> the next layer's input norm -> qkv, rotary (GPT-J / NeoX, full and partial) and
-    the cache write on the joined GEMVs: the new residual stream bit for bit, q and the cache rows within one FP16
+    """One row, llama3-8b's down (q4_k; q6_k as in a Q4_K_M file) -> the next layer's input norm -> qkv, rotary (GPT-J
+    / NeoX, full and partial) and the cache write on the joined GEMVs: the new residual stream bit for bit, q and the cache rows within one FP16
     rounding of the unfused route (FP8: codes one apart where they differ)."""
     b = _down_qkv_args(1, 4096, 14336, 32, 8, 128, rot, kind, kind_in, "cuda", SEED, blocks=64)
     b[10], b[11], b[12] = neox, b[11].to(kv), b[12].to(kv)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from onecat.kernels import (attention_ops, build, cuda_ops, embedding_ops, gemm_ops, linear_fused_ops,
-                            rotary_cache_ops, sampling_ops)
+                            linear_norm_ops, rotary_cache_ops, sampling_ops)
 from onecat.kernels.driver import Kernel
 
 MODULES = (cuda_ops, gemm_ops, attention_ops, sampling_ops, rotary_cache_ops, linear_fused_ops,
-           embedding_ops)  # hold Kernels
+           linear_norm_ops, embedding_ops)  # hold Kernels
 PINS = "nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cuda-runtime-cu12==12.9.79 triton==3.6.0"
 SMEM_LIMIT = 96 * 1024
 ATTENTION = {k.name for k in [*attention_ops._DECODE.values(),

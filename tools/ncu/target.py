@@ -18,7 +18,8 @@ Runs without ncu too (then it only prints the timed steps).
 `--ab-disable OP:PROVIDER,...` instead times an A/B in this one process: the decode graphs captured a second time
 with those providers disabled (the registry's syntax, as $ONECAT_DISABLED_PROVIDERS), then `--rounds` rounds of
 `--timed` steps of the route and of the other graphs, alternated on the same weights, cache and clocks (separate
-processes drift by +-5% on the lent H200: s31-s32).
+processes drift by +-5% on the lent H200: s31-s32). Lists separated by `;` capture one more set of graphs each
+(B, C, ...), all alternated with A.
 """
 
 from __future__ import annotations
@@ -170,47 +171,50 @@ def timed_steps(step, n: int, cuda: bool = True) -> list[float]:
 
 
 def ab_rounds(runner, step, a) -> int:
-    """The in-process A/B (--ab-disable): A = the route's graphs, B = graphs captured with the providers disabled."""
+    """The in-process A/B (--ab-disable): A = the route's graphs; B (C, ...) = graphs captured with each `;`-separated
+    list of providers disabled."""
     from onecat.kernels import ops
     if runner.graphs is None:
         print(f"--ab-disable needs CUDA graphs ({runner.graph_status})", file=sys.stderr)
         return 2
-    names = [n.strip() for n in a.ab_disable.split(",") if n.strip()]
+    lists = [[n.strip() for n in v.split(",") if n.strip()] for v in a.ab_disable.split(";") if v.strip()]
+    labels = ["A"] + [chr(ord("B") + i) for i in range(len(lists))]
     routes = {"A": {r["problem"]: r["provider"] for r in runner.route_report()}}
-    graphs = {"A": runner.graphs}
-    base = set(ops.registry.disabled)
-    ops.registry.configure(disabled=sorted(base | set(names)))
-    graphs["B"], status = runner._capture_graphs()
-    routes["B"] = {r["problem"]: r["provider"] for r in runner.route_report()}
-    ops.registry.configure(disabled=sorted(base))
-    if graphs["B"] is None:
-        print(f"B's graphs: {status}", file=sys.stderr)
-        return 2
-    changed = sorted(k for k in routes["B"] if routes["A"].get(k) != routes["B"][k])
-    print(f"A: the route; B: disabled {names}; B's selections that differ from A's: {len(changed)}")
-    for k in changed:
-        print(f"  {k}: A {routes['A'].get(k, '(not asked)')} -> B {routes['B'][k]}")
-    if not changed:
-        print("B selects what A does: nothing to compare", file=sys.stderr)
-        return 2
-    steps: dict[str, list[list[float]]] = {"A": [], "B": []}
+    graphs, changed, base = {"A": runner.graphs}, {}, set(ops.registry.disabled)
+    for v, names in zip(labels[1:], lists):
+        ops.registry.configure(disabled=sorted(base | set(names)))
+        graphs[v], status = runner._capture_graphs()
+        routes[v] = {r["problem"]: r["provider"] for r in runner.route_report()}
+        ops.registry.configure(disabled=sorted(base))
+        if graphs[v] is None:
+            print(f"{v}'s graphs: {status}", file=sys.stderr)
+            return 2
+        changed[v] = sorted(k for k in routes[v] if routes["A"].get(k) != routes[v][k])
+        print(f"A: the route; {v}: disabled {names}; {v}'s selections that differ from A's: {len(changed[v])}")
+        for k in changed[v]:
+            print(f"  {k}: A {routes['A'].get(k, '(not asked)')} -> {v} {routes[v][k]}")
+        if not changed[v]:
+            print(f"{v} selects what A does: nothing to compare", file=sys.stderr)
+            return 2
+    steps: dict[str, list[list[float]]] = {v: [] for v in labels}
     for r in range(a.rounds):
-        for v in ("A", "B"):
+        for v in labels:
             runner.graphs = graphs[v]
             steps[v].append(timed_steps(step, a.timed))
-        print(f"round {r + 1}: A {statistics.median(steps['A'][-1]):.1f} us, B {statistics.median(steps['B'][-1]):.1f} us"
-              f" (medians of {a.timed} steps)")
+        print(f"round {r + 1}: " + ", ".join(f"{v} {statistics.median(steps[v][-1]):.1f} us" for v in labels)
+              + f" (medians of {a.timed} steps)")
     runner.graphs = graphs["A"]
     med = {v: statistics.median(t for rnd in steps[v] for t in rnd) for v in steps}
     mins = {v: min(t for rnd in steps[v] for t in rnd) for v in steps}
-    print(f"decode step, batch {a.batch}, context {a.context}+, KV {runner.kv_dtype}, CUDA graphs, CUDA events: "
-          f"A median {med['A']:.1f} us (min {mins['A']:.1f}), B median {med['B']:.1f} us (min {mins['B']:.1f}) over "
-          f"{a.rounds} x {a.timed} steps each; A / B - 1 = {med['A'] / med['B'] - 1:+.2%}")
+    print(f"decode step, batch {a.batch}, context {a.context}+, KV {runner.kv_dtype}, CUDA graphs, CUDA events, "
+          f"{a.rounds} x {a.timed} steps each: " + ", ".join(f"{v} median {med[v]:.1f} us (min {mins[v]:.1f})"
+                                                             for v in labels)
+          + "; " + ", ".join(f"A / {v} - 1 = {med['A'] / med[v] - 1:+.2%}" for v in labels[1:]))
     if a.steps_json:
         with open(a.steps_json, "w") as f:
-            json.dump({"ab_disable": names, "rounds": steps, "median_step_us": med, "batch": a.batch,
-                       "context": a.context, "model": a.model or f"{a.shape} generated {a.weights}",
-                       "route_a": routes["A"], "changed_in_b": {k: routes["B"][k] for k in changed},
+            json.dump({"ab_disable": dict(zip(labels[1:], lists)), "rounds": steps, "median_step_us": med,
+                       "batch": a.batch, "context": a.context, "model": a.model or f"{a.shape} generated {a.weights}",
+                       "route_a": routes["A"], "changed": {v: {k: routes[v][k] for k in changed[v]} for v in changed},
                        "device": torch.cuda.get_device_name(0)}, f, indent=1)
     return 0
 
@@ -230,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="trace this many decode steps with torch.profiler (CUPTI; graph kernels included) and "
                          "print their kernel table and the idle gaps between kernels, without ncu")
     ap.add_argument("--ab-disable", default=None,
-                    help="op:provider,...: alternate the route's decode graphs with graphs captured with these disabled")
+                    help="op:provider,...[;op:provider,...]: alternate the route's decode graphs with graphs captured "
+                         "with these disabled (each ;-separated list: one more set of graphs)")
     ap.add_argument("--rounds", type=int, default=3, help="--ab-disable's rounds (each: --timed steps of A, then B)")
     ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
     ap.add_argument("--dtype", default="float16")
@@ -249,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     from onecat.serve.sampling_params import SamplingParams
     from onecat.serve.scheduler import Scheduler
 
-    total = a.warmup + a.timed * (2 * a.rounds if a.ab_disable else 1) + a.timeline + a.profiled + 2
+    variants = 1 + len([v for v in (a.ab_disable or "").split(";") if v.strip()])
+    total = a.warmup + a.timed * (variants * a.rounds if a.ab_disable else 1) + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
     cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
                        cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False, dtype=a.kv),

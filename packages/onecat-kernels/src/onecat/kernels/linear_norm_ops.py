@@ -9,9 +9,9 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   _rope entries with a RowNorm) reads x~ as its x and scales each row's sums by rsqrt(sum / hidden + eps) in its
   epilogue, before the GLU or the rotary. Two launches where the unfused route takes three. The products differ
   from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma).
-* `cuda_gemv_norm` (one row, both weights q4_k: batch-1 decode, every GPU from sm_70; q4_0 measured slower, at
-  FRONT_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The projection in front (_norm entries)
-  writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind (_rs_glu / _rs_rope) forms the row's
+* `cuda_gemv_norm` (one row, both weights q4_k or a q6_k down in front: batch-1 decode, every GPU from sm_70; q4_0
+  measured slower; FRONT_SHAPES / BEHIND_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The
+  projection in front (_norm entries) writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind (_rs_glu / _rs_rope) forms the row's
   scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
   loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the
   NORM_IN kernels' K-wide reads, block reduction and shared x); the residual is bit-equal to the unfused route's.
@@ -65,10 +65,12 @@ def _need_norm_producer(r: list[str], p: Problem) -> None:
 
 
 # the (format, shape) pairs gemv_packed.cu instantiates joined: in front (_norm) the plain shapes gemv_m1_shape picks,
-# behind (_rs_glu / _rs_rope) the normed ones. q4_k only: H200 s32 (benchmarks/results/h200-2026-12-03-s32), llama3-8b
+# behind (_rs_glu / _rs_rope) the normed ones. H200 s32 (benchmarks/results/h200-2026-12-03-s32), llama3-8b
 # batch-1 steps against the normed GEMVs' prologue, in one process: q4_k -5.3% (plain shapes behind) / -12.3% (normed
 # shapes behind); q4_0 +1.0% / +1.5% (plain) and +6.0% / +6.4% (normed: q4_0's 8-warp prologue kernels stay faster).
-FRONT_SHAPES = {"q4_k": ((4, 1, 2, ""), (4, 1, 1, ""))}
+# q6_k in front (a Q4_K_M file's 16 q6_k downs, K 14336): its Q4_K_M batch-1 step 2,306.2 -> 2,259.1 us (-2.0%, 4 of 4
+# rounds, s34 call 1).
+FRONT_SHAPES = {"q4_k": ((4, 1, 2, ""), (4, 1, 1, "")), "q6_k": ((4, 1, 2, ""),)}
 BEHIND_SHAPES = {"q4_k": ((4, 1, 2, "nw8"), (4, 1, 1, "n"))}
 _GEMV = "ppppppiii"  # out, x, q, qh, meta, bias, N, K, gchunks
 

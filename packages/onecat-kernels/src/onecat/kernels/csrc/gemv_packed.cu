@@ -548,6 +548,7 @@ GEMV_ROWS_RN(q6_k, F_Q6_K, 2, 1, true, 1, )
 // _norm in the plain shapes gemv_m1_shape picks, _rs_glu / _rs_rope in the normed ones
 GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 2, )
 GEMV_ROWS_NORM_OUT(q4_k, F_Q4_K, 4, 1, true, 1, )
+GEMV_ROWS_NORM_OUT(q6_k, F_Q6_K, 4, 1, true, 2, )  // a Q4_K_M file's q6_k downs (K 14336), in front of q4_k / mixed qkv
 GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RS_W(q4_k, F_Q4_K, 4, 1, false, 1, n, 4)
 // two formats, q4_k [q | k] + q6_k v (linear_fused_ops.MIX_SHAPES): both in q4_k's normed qkv shape (the K split of the

@@ -3,8 +3,8 @@ the layers, q and k in q4_k): provider cuda_gemv_mix, one launch of gemv_packed.
 (linear_fused_ops, rms_norm_qkv_rotary_cache) or the join's row scale (linear_norm_ops,
 linear_rms_norm_qkv_rotary_cache). CPU: admission and refusal reasons on fake devices, the launches (intercepted).
 GPU (marked `gpu`, any from sm_70): against the unfused route (rms_norm, one plain GEMV per part, rotary_and_cache)
-at llama3-8b shapes: rotated q, residual and cache bytes equal (the norm in front), or within one FP16 rounding
-(joined). Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
+at llama3-8b shapes: the residual bit for bit, rotated q and cache rows equal but for a few within one FP16 rounding
+(the norm in front: its reduction order), or within one FP16 rounding (joined). Seed: $ONECAT_TEST_SEED, else random (printed on failure)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,10 @@ def test_launches(launches):
 @pytest.mark.parametrize("kv,neox", [(torch.float16, False), (torch.float16, True), (torch.float8_e4m3fn, False)])
 def test_norm_in_front_against_unfused(kv, neox):
     """llama3-8b's input norm -> qkv ([q | k] q4_k, v q6_k) -> rotary -> cache write in one launch: the unfused
-    route's rotated q, residual and cache bytes exactly (each part's rows summed as its plain GEMV sums them)."""
+    route's residual exactly; its rotated q and cache bytes, each part's rows summed as its plain GEMV sums them, but
+    the norm's sum of squares is reduced in the block's order (8 warps, 2 items a thread) where rms_norm.cu's takes
+    4 warps of 4: for some inputs the scale differs in its last bit, and a few outputs land one FP16 rounding apart
+    (H200 s34: 5 of 4096 q values at one seed of four, the others equal)."""
     a = _mixed_qkv_args(4096, 32, 8, 128, 128, device="cuda", seed=SEED)
     a[9], a[10], a[11] = neox, a[10].to(kv), a[11].to(kv)
     assert ops.registry.select(ops.problem("rms_norm_qkv_rotary_cache", *a)).provider.name == "cuda_gemv_mix"
@@ -102,10 +105,10 @@ def test_norm_in_front_against_unfused(kv, neox):
         got, got_res = linear_fused_ops.rms_norm_qkv_rotary_cache_mix(*a)
     what = f"{kv} neox={neox} seed={SEED}"
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, what
-    assert torch.equal(got, want) and torch.equal(got_res, want_res), what
+    assert torch.equal(got_res, want_res), what
+    assert float((got != want).float().mean()) < 0.01 and rel_err(got, want) < 2e-3, (what, rel_err(got, want))
     assert not torch.equal(kw.view(torch.uint8), k_before.view(torch.uint8)), what  # the slot was written
-    for got_c, want_c in ((a[10], kw), (a[11], vw)):
-        assert torch.equal(got_c.view(torch.uint8), want_c.view(torch.uint8)), what
+    _assert_caches_close((a[10], a[11]), (kw, vw), kv)
 
 
 @gpu

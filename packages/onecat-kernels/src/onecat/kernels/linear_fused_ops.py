@@ -14,7 +14,9 @@ rotary_and_cache):
   a plain GEMV.
 * `cuda_gemv_mix` (rms_norm_qkv_rotary_cache, one row, a weights.RowParts of two formats with an instance,
   MIX_SHAPES: a Q4_K_M file's [q | k] q4_k + v q6_k): cuda_gemv_norm's qkv launch over both parts, each part's
-  blocks on its own weight (gemv_packed.cu _mix entries); bit-equal to the unfused route.
+  blocks on its own weight (gemv_packed.cu _mix entries); each part's rows summed as its plain GEMV sums them, but
+  the norm's sum of squares in the 8-warp block's order (rms_norm.cu's differs), so for some inputs a few outputs
+  are one FP16 rounding off the unfused route's (H200 s34).
 * `cuda_pack_gemm_rd` (rms_norm_linear with the activation, 3..64 rows, q4_0 / q4_k / q6_k / awq on sm_80+: decode
   batches' gate_up): ops.rms_norm, then the register-direct GEMM with the GLU epilogue
   (csrc/gemm_rd.cu _glu entries: a tile's features half gate rows, half the same up rows), so no

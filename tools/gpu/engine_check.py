@@ -93,7 +93,7 @@ def build_packed(kind: str, gpu: str = "cuda") -> tuple[LoadedModel, LoadedModel
                 w = packed(n, k, kind)
             elif name == "qkv":  # Q4_K_M's mixed layers: [q | k] q4_k, v q6_k (one weights.RowParts)
                 w = RowParts((packed(SPEC.q_size + SPEC.kv_size, k, "q4_k"), packed(SPEC.kv_size, k, "q6_k")))
-            else:  # down q6_k in even layers: the odd layers' qkv has a q4_k down in front (joined), the others not
+            else:  # down q6_k in even layers, q4_k in odd ones: both joined to the next (mixed) qkv
                 w = packed(n, k, "q6_k" if name == "down" and i % 2 == 0 else "q4_k")
             setattr(layer, name, w)
             # the CPU route's float32 weights, decoded once: the reference decodes a PackedWeight on every

@@ -10,6 +10,7 @@
 // rsqrt(sum of the tiles' sums / hidden + eps) before its bias, GLU or rotary.
 #pragma once
 #include "attention_fp8.cuh"
+#include "norm_join.cuh"  // NormOut, RowNorm
 
 // ROPE's operands (unused otherwise): GPT-J pairs (2j, 2j + 1) of each head's first `rot` dims (rot % 8
 // == 0, so an 8-column group is rotated whole or not at all), cos_sin [max_pos][rot] (cos then sin).
@@ -21,23 +22,6 @@ struct QkvRope {
   __half* v_cache;
   int q_size, kv_size, head_dim, rot;
   int kv;                // the caches' element: KV_F16, KV_E4M3 or KV_E5M2 (attention_fp8.cuh; scale 1)
-};
-
-// NORM's operands (the producer: o / down in front of a norm): y = this GEMM's output (+ bias), rounded to FP16
-// as linear's; r' = fp16(y + res) (rms_norm.cu's residual add) to res_out; x~ = fp16(r' gamma) to `out`;
-// ss[gm][blockIdx.x] = the sum of r'^2 over the tile's columns (N % BN == 0, gemm_ops checks).
-struct NormOut {
-  const __half* res;    // [M][N] the residual stream
-  __half* res_out;      // [M][N] the new one
-  const __half* gamma;  // [N] the next RMSNorm's weight
-  float* ss;            // [M][gridDim.x]
-};
-// RowNorm's operands (the consumer, x = x~): row gm's sums scaled by rsqrt(sum_t ss[gm][t] / hidden + eps);
-// ss null: no scaling (the entries' plain use).
-struct RowNorm {
-  const float* ss;  // [M][tiles], the producer's
-  int tiles, hidden;
-  float eps;
 };
 
 // The entries' RowNorm (after steps_per_split; K is the consumer's, the hidden size) and NormOut parameters.

@@ -2,6 +2,7 @@
 // write, EPI_NORM's residual add in front of a norm, and the RowNorm scale its consumers read.
 #pragma once
 #include "attention_fp8.cuh"
+#include "norm_join.cuh"  // NormOut, RowNorm
 
 enum { EPI_NONE = 0, EPI_GLU = 1, EPI_ROPE = 2, EPI_NORM = 3 };
 struct GemvRope {  // EPI_ROPE: the rows are [q | k | v] of one token (unused otherwise)
@@ -113,14 +114,8 @@ ONECAT_DEVICE void gemv_rope_cache(__half* out, const GemvRope& e, const RopeIn<
 // EPI_NORM (the _norm entries; linear_norm_ops at one row: o / down in front of a norm): y = fp16(sum (+ bias)) as
 // linear's output, r' = fp16(y + res) (rms_norm.cu's residual add) to res_out, x~ = fp16(r' gamma) to `out`, and
 // the warp's sum of r'^2 over its R rows to ss[n0 / R] (N % R == 0: N / R partials, linear_norm_ops checks).
-struct GemvNormOut {
-  const __half* res;    // [N] the residual stream
-  __half* res_out;      // [N] the new one
-  const __half* gamma;  // [N] the next RMSNorm's weight
-  float* ss;            // [N / R]
-};
 template <int R>
-ONECAT_DEVICE void gemv_norm_store(const GemvNormOut& no, __half* __restrict__ out, const __half* __restrict__ bias,
+ONECAT_DEVICE void gemv_norm_store(const NormOut& no, __half* __restrict__ out, const __half* __restrict__ bias,
                                    int N, int n0, const float (&val)[R]) {
   float sq = 0.f;
 #pragma unroll
@@ -141,12 +136,7 @@ ONECAT_DEVICE void gemv_norm_store(const GemvNormOut& no, __half* __restrict__ o
 // inv = rsqrt(sum of ss / K + eps) is formed by the whole block (16-byte loads where tiles % 4 == 0, a fixed order:
 // every block gets the same bits; ends with a barrier). The x~ chunks are scaled by fp16(inv) as they load (the
 // HFMA2 chains then see x of the normalized range, as the NORM_IN kernels' x) and the sums by inv / fp16(inv).
-struct GemvRowNorm {
-  const float* ss;  // [tiles]: the producer's
-  int tiles;
-  float eps;
-};
-ONECAT_DEVICE float gemv_row_norm_inv(const GemvRowNorm& rn, int k) {
+ONECAT_DEVICE float gemv_row_norm_inv(const RowNorm& rn) {
   __shared__ float red[32];
   float s = 0.f;
   if ((rn.tiles & 3) == 0) {
@@ -158,5 +148,5 @@ ONECAT_DEVICE float gemv_row_norm_inv(const GemvRowNorm& rn, int k) {
   } else {
     for (int j = threadIdx.x; j < rn.tiles; j += blockDim.x) s += __ldcg(rn.ss + j);
   }
-  return rsqrtf(block_sum(s, red) / k + rn.eps);
+  return rsqrtf(block_sum(s, red) / rn.hidden + rn.eps);
 }

@@ -108,8 +108,8 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                           int N, int K, int gchunks, const GemvNormIn& nin = GemvNormIn{},
-                          const GemvRope& rope = GemvRope{}, int M = 1, const GemvNormOut& no = GemvNormOut{},
-                          const GemvRowNorm& rn = GemvRowNorm{}, int row0 = 0, int blk0 = 0) {
+                          const GemvRope& rope = GemvRope{}, int M = 1, const NormOut& no = NormOut{},
+                          const RowNorm& rn = RowNorm{}, int row0 = 0, int blk0 = 0) {
   constexpr bool SUMX = F == F_Q4_1 || F == F_Q4_K;
   constexpr int STEP = 32 * U * KS;  // chunks per step of one warp's K walk
   constexpr int RO = EPI == EPI_GLU ? R / 2 : R;  // output rows per warp
@@ -171,7 +171,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   float inv = 1.f;
   __half2 inv2 = __float2half2_rn(1.f);
   if constexpr (RS) {
-    inv = gemv_row_norm_inv(rn, K);
+    inv = gemv_row_norm_inv(rn);
     inv2 = __float2half2_rn(inv);
     inv /= __low2float(inv2);  // the sums' share: inv / fp16(inv)
     if (KS == 1 && n0 >= nout) return;
@@ -463,20 +463,20 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_norm(      \
       GEMV_JOIN_PARAMS, const __half* res, __half* res_out, const __half* gamma, float* ss) {           \
     gemv_rows<F, R, U, PF, KS, EPI_NORM>(out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{}, GemvRope{}, 1, \
-                                         GemvNormOut{res, res_out, gamma, ss});                          \
+                                         NormOut{res, res_out, gamma, ss});                          \
   }
 #define GEMV_ROWS_RS_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_glu( \
       GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps) {                                     \
     gemv_rows<F, R, U, PF, KS, EPI_GLU, false, NW, 1, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,  \
-                                                           GemvNormIn{}, GemvRope{}, 1, GemvNormOut{},  \
-                                                           GemvRowNorm{ss, ss_tiles, eps});             \
+                                                           GemvNormIn{}, GemvRope{}, 1, NormOut{},  \
+                                                           RowNorm{ss, ss_tiles, K, eps});             \
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_rope( \
       GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                   \
     gemv_rows<F, R, U, PF, KS, EPI_ROPE, false, NW, 1, true>(out, x, q, qh, meta, bias, N, K, gchunks,   \
-                                                            GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, \
-                                                            GemvRowNorm{ss, ss_tiles, eps});            \
+                                                            GemvNormIn{}, GEMV_ROPE_ARGS, 1, NormOut{}, \
+                                                            RowNorm{ss, ss_tiles, K, eps});            \
   }
 // M = 1, a projection held in two formats (weights.RowParts: a Q4_K_M file's [q | k] in q4_k, v in q6_k) as one
 // launch of the normed qkv + rotary + cache write: rows [0, na) from weight A (format FA, its shape), rows [na, N)
@@ -499,18 +499,18 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                           GEMV_ROPE_ARGS);                              \
     else                                                                                                \
       gemv_rows<FB, RB, UB, PFB, KSB, EPI_ROPE, true, NW>(out, x, qb, qhb, metab, bias, N, K, gchunksb, nin, \
-                                                          GEMV_ROPE_ARGS, 1, GemvNormOut{}, GemvRowNorm{}, na, nba); \
+                                                          GEMV_ROPE_ARGS, 1, NormOut{}, RowNorm{}, na, nba); \
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW, RS_MB)                                         \
       gemv_mix_##NA##_r##RA##u##UA##k##KSA##SA##_##NB##_r##RB##u##UB##k##KSB##SB##_rs_rope(               \
           GEMV_MIX_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                \
-    const GemvRowNorm rn{ss, ss_tiles, eps};                                                            \
+    const RowNorm rn{ss, ss_tiles, K, eps};                                                            \
     if ((int)blockIdx.x < nba)                                                                          \
       gemv_rows<FA, RA, UA, PFA, KSA, EPI_ROPE, false, NW, 1, true>(out, x, qa, qha, metaa, bias, na, K, gchunksa, \
-                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, rn); \
+                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, NormOut{}, rn); \
     else                                                                                                \
       gemv_rows<FB, RB, UB, PFB, KSB, EPI_ROPE, false, NW, 1, true>(out, x, qb, qhb, metab, bias, N, K, gchunksb, \
-                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, GemvNormOut{}, rn, \
+                                                                   GemvNormIn{}, GEMV_ROPE_ARGS, 1, NormOut{}, rn, \
                                                                    na, nba);                            \
   }
 #define GEMV_PACKED_ALL(NAME, F) \

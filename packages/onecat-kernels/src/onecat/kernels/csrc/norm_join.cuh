@@ -1,0 +1,22 @@
+// norm_join.cuh: the operands of the residual add + RMSNorm split over two projections' epilogues (linear_norm_ops),
+// one pair for both forms: the register-direct GEMMs (gemm_epilogue.cuh, decode batches) and the M = 1 GEMVs
+// (gemv_epilogue.cuh, batch 1).
+#pragma once
+#include "common.cuh"
+
+// The producer (o / down in front of a norm): y = its output (+ bias), rounded to FP16 as linear's; r' = fp16(y +
+// res) (rms_norm.cu's residual add) to res_out; x~ = fp16(r' gamma) to its output; its partial sums of r'^2 to ss.
+// GEMM: ss[gm][blockIdx.x], a tile's columns (N % BN == 0, gemm_ops checks); GEMV: ss[n0 / R], a warp's R rows.
+struct NormOut {
+  const __half* res;    // [M][N] the residual stream
+  __half* res_out;      // [M][N] the new one
+  const __half* gamma;  // [N] the next RMSNorm's weight
+  float* ss;            // the partial sums (above)
+};
+// The consumer (x = x~): row gm's sums scaled by rsqrt(sum_t ss[gm][t] / hidden + eps); ss null: no scaling (the
+// entries' plain use).
+struct RowNorm {
+  const float* ss;  // [M][tiles], the producer's
+  int tiles, hidden;
+  float eps;
+};

@@ -173,6 +173,11 @@ def timed_steps(step, n: int, cuda: bool = True) -> list[float]:
     return times
 
 
+def ab_variants(spec: str | None) -> list[list[str]]:
+    """--ab-disable's lists (`;`-separated, each `op:provider,...`): one set of graphs B, C, ... each."""
+    return [[n.strip() for n in v.split(",") if n.strip()] for v in (spec or "").split(";") if v.strip()]
+
+
 def ab_rounds(runner, step, a) -> int:
     """The in-process A/B (--ab-disable): A = the route's graphs; B (C, ...) = graphs captured with each `;`-separated
     list of providers disabled."""
@@ -180,7 +185,7 @@ def ab_rounds(runner, step, a) -> int:
     if runner.graphs is None:
         print(f"--ab-disable needs CUDA graphs ({runner.graph_status})", file=sys.stderr)
         return 2
-    lists = [[n.strip() for n in v.split(",") if n.strip()] for v in a.ab_disable.split(";") if v.strip()]
+    lists = ab_variants(a.ab_disable)
     labels = ["A"] + [chr(ord("B") + i) for i in range(len(lists))]
     routes = {"A": {r["problem"]: r["provider"] for r in runner.route_report()}}
     graphs, changed, base = {"A": runner.graphs}, {}, set(ops.registry.disabled)
@@ -239,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ab-disable", default=None,
                     help="op:provider,...[;op:provider,...]: alternate the route's decode graphs with graphs captured "
                          "with these disabled (each ;-separated list: one more set of graphs)")
-    ap.add_argument("--rounds", type=int, default=3, help="--ab-disable's rounds (each: --timed steps of A, then B)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="--ab-disable's rounds (each: --timed steps of A, then of each variant)")
     ap.add_argument("--device", default="cuda", help="cuda (profiling) or cpu (a smoke run of this script)")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--kv", default="auto", help="the paged cache's dtype (CacheConfig.dtype: auto, float16, "
@@ -257,8 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     from onecat.serve.sampling_params import SamplingParams
     from onecat.serve.scheduler import Scheduler
 
-    variants = 1 + len([v for v in (a.ab_disable or "").split(";") if v.strip()])
-    total = a.warmup + a.timed * (variants * a.rounds if a.ab_disable else 1) + a.timeline + a.profiled + 2
+    total = a.warmup + a.timed * ((1 + len(ab_variants(a.ab_disable))) * a.rounds if a.ab_disable else 1) \
+        + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
     cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
                        cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False, dtype=a.kv),

@@ -11,12 +11,13 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma).
 * `cuda_gemv_norm` (one row, both weights q4_k or a q6_k down in front: batch-1 decode, every GPU from sm_70; q4_0
   measured slower; FRONT_SHAPES / BEHIND_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The
-  projection in front (_norm entries) writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind (_rs_glu / _rs_rope) forms the row's
-  scale in every block from those N / 4 sums while its first weight chunks load, multiplies x~ by fp16(inv) as it
-  loads (the fp16 HFMA2 chains keep the normalized range) and its sums by inv / fp16(inv). No norm prologue (the
-  NORM_IN kernels' K-wide reads, block reduction and shared x); the residual is bit-equal to the unfused route's.
-* `cuda_gemv_mix` (linear_rms_norm_qkv_rotary_cache, one row, the front q4_k, behind a weights.RowParts of two
-  formats with an instance: linear_fused_ops.MIX_SHAPES): cuda_gemv_norm's join with the _mix..._rs_rope launch
+  projection in front (_norm entries) writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind
+  (_rs_glu / _rs_rope) forms the row's scale in every block from those N / 4 sums while its first weight chunks
+  load, multiplies x~ by fp16(inv) as it loads (the fp16 HFMA2 chains keep the normalized range) and its sums by
+  inv / fp16(inv). No norm prologue (the NORM_IN kernels' K-wide reads, block reduction and shared x); the
+  residual is bit-equal to the unfused route's.
+* `cuda_gemv_mix` (linear_rms_norm_qkv_rotary_cache, one row, a front of FRONT_SHAPES, behind a weights.RowParts of
+  two formats with an instance: linear_fused_ops.MIX_SHAPES): cuda_gemv_norm's join with the _mix..._rs_rope launch
   behind.
 * `unfused` (every other problem, the CPU's too): ops.linear, then ops.rms_norm_linear /
   ops.rms_norm_qkv_rotary_cache, each through its own admitted provider (the route before s31, bit for bit; on the

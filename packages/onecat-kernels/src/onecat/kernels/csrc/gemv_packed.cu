@@ -463,20 +463,20 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   extern "C" __global__ void __launch_bounds__(128) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_norm(      \
       GEMV_JOIN_PARAMS, const __half* res, __half* res_out, const __half* gamma, float* ss) {           \
     gemv_rows<F, R, U, PF, KS, EPI_NORM>(out, x, q, qh, meta, bias, N, K, gchunks, GemvNormIn{}, GemvRope{}, 1, \
-                                         NormOut{res, res_out, gamma, ss});                          \
+                                         NormOut{res, res_out, gamma, ss});                             \
   }
 #define GEMV_ROWS_RS_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_glu( \
       GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps) {                                     \
     gemv_rows<F, R, U, PF, KS, EPI_GLU, false, NW, 1, true>(out, x, q, qh, meta, nullptr, N, K, gchunks,  \
-                                                           GemvNormIn{}, GemvRope{}, 1, NormOut{},  \
-                                                           RowNorm{ss, ss_tiles, K, eps});             \
+                                                           GemvNormIn{}, GemvRope{}, 1, NormOut{},      \
+                                                           RowNorm{ss, ss_tiles, K, eps});              \
   }                                                                                                     \
   extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rs_rope( \
       GEMV_JOIN_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                   \
     gemv_rows<F, R, U, PF, KS, EPI_ROPE, false, NW, 1, true>(out, x, q, qh, meta, bias, N, K, gchunks,   \
                                                             GemvNormIn{}, GEMV_ROPE_ARGS, 1, NormOut{}, \
-                                                            RowNorm{ss, ss_tiles, K, eps});            \
+                                                            RowNorm{ss, ss_tiles, K, eps});             \
   }
 // M = 1, a projection held in two formats (weights.RowParts: a Q4_K_M file's [q | k] in q4_k, v in q6_k) as one
 // launch of the normed qkv + rotary + cache write: rows [0, na) from weight A (format FA, its shape), rows [na, N)
@@ -501,10 +501,10 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
       gemv_rows<FB, RB, UB, PFB, KSB, EPI_ROPE, true, NW>(out, x, qb, qhb, metab, bias, N, K, gchunksb, nin, \
                                                           GEMV_ROPE_ARGS, 1, NormOut{}, RowNorm{}, na, nba); \
   }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, RS_MB)                                         \
+  extern "C" __global__ void __launch_bounds__(32 * NW, RS_MB)                                          \
       gemv_mix_##NA##_r##RA##u##UA##k##KSA##SA##_##NB##_r##RB##u##UB##k##KSB##SB##_rs_rope(               \
           GEMV_MIX_PARAMS, const float* ss, int ss_tiles, float eps, GEMV_ROPE_PARAMS) {                \
-    const RowNorm rn{ss, ss_tiles, K, eps};                                                            \
+    const RowNorm rn{ss, ss_tiles, K, eps};                                                             \
     if ((int)blockIdx.x < nba)                                                                          \
       gemv_rows<FA, RA, UA, PFA, KSA, EPI_ROPE, false, NW, 1, true>(out, x, qa, qha, metaa, bias, na, K, gchunksa, \
                                                                    GemvNormIn{}, GEMV_ROPE_ARGS, 1, NormOut{}, rn); \

@@ -198,11 +198,22 @@ def test_launch_checks(launches, monkeypatch):
 
 
 # -- GPU ---------------------------------------------------------------------------------------------------------
+def _glu_fp32(a, residual):
+    """The GLU behind the norm in FP32 from the new residual stream (the o projection's rounding, which both routes
+    share bit for bit): silu(gate) * up of rms_norm(residual) gamma W^T."""
+    r = residual.float()
+    h = r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + a[4]) * a[3].float()
+    y = h @ a[5].dequantize(torch.float32).T
+    return torch.nn.functional.silu(y[..., :y.shape[-1] // 2]) * y[..., y.shape[-1] // 2:]
+
+
 def _check_o_gate_up(a, provider, front, tag):
     """linear_rms_norm_linear(*a) on `provider` against the unfused route: selected, the new residual stream bit for
-    bit, the GLU output within one FP16 rounding; front() (the projection in front alone: x~, residual, sums of
-    squares) gives that residual, x~ = fp16(r' gamma) exactly and sums adding up to each row's; a CUDA graph
-    replays the eager result. Returns the sums."""
+    bit, the GLU output as close to an FP32 reference as the unfused route's (both add FP16 products in FP16 chains,
+    from x rounded at different points: where those chains lose digits the two routes differ from each other by more
+    than one rounding, H200 s35 glu-err.txt); front() (the projection in front alone: x~, residual, sums of squares)
+    gives that residual, x~ = fp16(r' gamma) exactly and sums adding up to each row's; a CUDA graph replays the eager
+    result. Returns the sums."""
     m = a[0].shape[0]
     assert ops.registry.select(ops.problem("linear_rms_norm_linear", *a)).provider.name == provider
     fused, unfused = _fused_and_unfused("linear_rms_norm_linear", provider)
@@ -211,7 +222,9 @@ def _check_o_gate_up(a, provider, front, tag):
     want, want_res = unfused(*a)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (*tag, SEED)
     assert torch.equal(got_res, want_res), (*tag, SEED)
-    assert rel_err(got, want) < 2e-3, (*tag, rel_err(got, want), SEED)
+    ref = _glu_fp32(a, want_res)
+    assert rel_err(got.float(), ref) <= 1.1 * rel_err(want.float(), ref) + 1e-4, (
+        *tag, rel_err(got.float(), ref), rel_err(want.float(), ref), SEED)
     xt, res, ss = front()
     assert torch.equal(res, want_res)
     torch.testing.assert_close(ss.reshape(m, -1).sum(1), res.float().pow(2).sum(1), rtol=1e-5, atol=0)

@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", choices=["fp16", "q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "awq"], default="q4_0")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--max-model-len", type=int, default=None,
+                    help="the engine's max_model_len (default: the checkpoint's context length; the peers' runs "
+                         "set the prompt + output + 16): the decode graphs' attention plans its split for it")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--profiled", type=int, default=2)
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     total = a.warmup + a.timed * ((1 + len(ab_variants(a.ab_disable))) * a.rounds if a.ab_disable else 1) \
         + a.timeline + a.profiled + 2
     blocks = a.batch * (-(-(a.context + total) // 16) + 1) + 8
-    cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype),
+    cfg = EngineConfig(model=ModelConfig(path=a.model, device=a.device, dtype=a.dtype, max_model_len=a.max_model_len),
                        cache=CacheConfig(num_blocks=blocks, enable_prefix_caching=False, dtype=a.kv),
                        scheduler=SchedulerConfig(max_num_seqs=max(a.batch, 1),
                                                  max_num_batched_tokens=max(2048, a.batch * a.context)))

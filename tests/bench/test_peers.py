@@ -51,7 +51,9 @@ def test_peers_command_on_cpu(tmp_path):
 
 def _sleepy_generate(stall_first: int):
     """A stand-in `generate` whose t(generate 1) stalls on its first `stall_first` measured calls (a host hiccup),
-    and whose t(generate n) grows with n otherwise."""
+    and whose t(generate n) grows with n otherwise. The margins (t(generate 4) 160 ms against 1 ms and a 300 ms stall)
+    outlast a busy CI machine's oversleeps: with 12 ms against 1 ms, one sleep(0.001) took 27.9 ms beside the other
+    test worker and was measured as noise."""
     import time
     calls = {"one": 0}
 
@@ -60,9 +62,9 @@ def _sleepy_generate(stall_first: int):
             return None
         if n == 1:
             calls["one"] += 1
-            time.sleep(0.06 if calls["one"] <= stall_first else 0.001)
+            time.sleep(0.3 if calls["one"] <= stall_first else 0.001)
         else:
-            time.sleep(0.003 * n)
+            time.sleep(0.04 * n)
         return None
     return generate, calls
 

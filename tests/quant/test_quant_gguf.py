@@ -159,6 +159,21 @@ def test_zero_sign_tolerance_is_narrow():
     assert not same_but_zero_signs(bad, ref, "Q4_1") and not same_but_zero_signs(ours, ref, "Q4_0")
 
 
+@pytest.mark.parametrize("tname", ["Q4_1", "Q5_1", "Q4_0", "Q5_0", "Q8_0"])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_subnormal_scale_block_matches_gguf(tname, sign):
+    """A block of zeros and one float32 subnormal (hypothesis found it, s35): Q4_1 / Q5_1's d = (max - min) / 15 (31)
+    is subnormal too, 1 / d overflows to inf, and (x - min) / d is inf or nan; gguf (and ggml on x86) cast those to
+    code 0, where a clamp would give the top code. The bytes equal gguf's, and the block decodes to zeros."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, 31] = sign * 4.840084895777918e-42
+    with np.errstate(all="ignore"):
+        ref = gguf_quantize_bytes(x, tname)
+    ours = ggml.quantize(torch.from_numpy(x), tname)
+    assert np.array_equal(ours.numpy(), ref), (ours.tolist(), ref.tolist())
+    assert not ggml.dequantize(ours.reshape(-1), (1, 32), tname).any()
+
+
 @pytest.mark.parametrize("tname", QUANT_TYPES)
 def test_quantize_hypothesis_bit_exact(tname):
     bs = ggml.GGML_TYPES[tname].block_size

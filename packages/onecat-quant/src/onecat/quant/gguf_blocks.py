@@ -154,8 +154,11 @@ def _pack_qh(q: torch.Tensor) -> torch.Tensor:
 
 
 def _trunc_codes(v: torch.Tensor, qmax: int) -> torch.Tensor:
-    """trunc, then clamp to [0, qmax] (v >= 0 here), as uint8 -- numpy's astype(uint8).clip(0, qmax)."""
-    return torch.clamp(torch.trunc(v), 0, qmax).to(torch.uint8)
+    """trunc, then clamp to [0, qmax] (v >= 0 here), as uint8 -- numpy's astype(uint8).clip(0, qmax). A non-finite v
+    (a block whose d is a float32 subnormal: 1 / d overflows to inf, so (x - min) / d is inf, or nan where x - min is
+    0) takes code 0, as gguf-py's cast and ggml's (uint8_t) cast give on x86 (cvttss2si: 0x80000000, low byte 0);
+    such a block's d and m round to 0 in FP16, so every code decodes to 0 anyway."""
+    return torch.clamp(torch.trunc(torch.where(torch.isfinite(v), v, 0.0)), 0, qmax).to(torch.uint8)
 
 
 def quant_q4_0(x: torch.Tensor) -> torch.Tensor:

@@ -289,7 +289,7 @@ def _qkv_fp32(b, residual):
     return q, k, v
 
 
-def _assert_qkv_as_accurate(got, want, b, residual, what):
+def _assert_q_within_join_err(got, want, b, residual, what):
     """The joined route's rotated q within JOIN_ERR of the unfused route's distance to the FP32 reference (the two
     FP16 routes round x at different points: they may differ from each other by more than one FP16 rounding)."""
     q32 = _qkv_fp32(b, residual)[0]
@@ -337,7 +337,7 @@ def test_gemv_down_qkv_against_unfused(kind_in, kind, kv, rot, neox):
         got, got_res = fused(*b)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind, SEED)
     assert torch.equal(got_res, want_res), (kind_in, kind, kv, SEED)
-    _assert_qkv_as_accurate(got, want, b, want_res, (kind_in, kind, kv, SEED))
+    _assert_q_within_join_err(got, want, b, want_res, (kind_in, kind, kv, SEED))
     _assert_caches_close((b[11], b[12]), (kw, vw), kv, _written(b[13]), _qkv_fp32(b, want_res)[1:])
 
 

@@ -17,7 +17,7 @@ from onecat.kernels.weights import RowParts, random_packed
 
 from .packed_gemm_cases import SEED, gpu, launches, rel_err  # noqa: F401
 from .test_gemm_rd import _qkv_args
-from .test_linear_norm import _assert_caches_close, _assert_q_within_join_err, _on, _qkv_fp32, _written
+from .test_linear_norm import _assert_caches_close, _assert_within_join_err, _on, _qkv_fp32, _written
 
 
 def _mixed_qkv_args(k, hq, hk, d, rot, kinds=("q4_k", "q6_k"), device="cpu", seed=0, slot=5):
@@ -128,5 +128,6 @@ def test_joined_against_unfused(kind_in, kv):
         got, got_res = provs["cuda_gemv_mix"].fn(*b)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kv, SEED)
     assert torch.equal(got_res, want_res), (kind_in, kv, SEED)
-    _assert_q_within_join_err(got, want, b, want_res, (kind_in, kv, SEED))
-    _assert_caches_close((b[11], b[12]), (kw, vw), kv, _written(b[13]), _qkv_fp32(b, want_res)[1:])
+    q32, k32, v32 = _qkv_fp32(b, want_res)
+    _assert_within_join_err(got, want, q32, (kind_in, kv, SEED))
+    _assert_caches_close((b[11], b[12]), (kw, vw), kv, _written(b[13]), (k32, v32))

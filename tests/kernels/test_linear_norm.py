@@ -206,13 +206,21 @@ def test_launch_checks(launches, monkeypatch):
 JOIN_ERR = 2.0
 
 
+def _assert_within_join_err(got, want, ref32, what):
+    """got (the joined route's) within JOIN_ERR x want's (the unfused route's) distance to the FP32 reference ref32."""
+    e_got, e_want = rel_err(got.float(), ref32), rel_err(want.float(), ref32)
+    assert e_got <= JOIN_ERR * e_want + 1e-4, (what, e_got, e_want)
+
+
+def _normed_fp32(residual, norm_weight, eps, weight, bias=None):
+    """The projection behind the norm in FP32 from the new residual stream (which both routes share bit for bit):
+    the reference's rms_norm then linear, on float32 x."""
+    return ref.linear(ref.rms_norm(residual.float(), norm_weight, eps), weight, bias)
+
+
 def _glu_fp32(a, residual):
-    """The GLU behind the norm in FP32 from the new residual stream (the o projection's rounding, which both routes
-    share bit for bit): silu(gate) * up of rms_norm(residual) gamma W^T."""
-    r = residual.float()
-    h = r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + a[4]) * a[3].float()
-    y = h @ a[5].dequantize(torch.float32).T
-    return torch.nn.functional.silu(y[..., :y.shape[-1] // 2]) * y[..., y.shape[-1] // 2:]
+    """linear_rms_norm_linear(*a)'s GLU in FP32: silu(gate) * up of the normed projection."""
+    return ref.silu_and_mul(_normed_fp32(residual, a[3], a[4], a[5]))
 
 
 def _check_o_gate_up(a, provider, front, tag):
@@ -228,9 +236,7 @@ def _check_o_gate_up(a, provider, front, tag):
     want, want_res = unfused(*a)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (*tag, SEED)
     assert torch.equal(got_res, want_res), (*tag, SEED)
-    ref = _glu_fp32(a, want_res)
-    assert rel_err(got.float(), ref) <= JOIN_ERR * rel_err(want.float(), ref) + 1e-4, (
-        *tag, rel_err(got.float(), ref), rel_err(want.float(), ref), SEED)
+    _assert_within_join_err(got, want, _glu_fp32(a, want_res), (*tag, SEED))
     xt, res, ss = front()
     assert torch.equal(res, want_res)
     torch.testing.assert_close(ss.reshape(m, -1).sum(1), res.float().pow(2).sum(1), rtol=1e-5, atol=0)
@@ -251,9 +257,9 @@ def _written(slots) -> torch.Tensor:
     return slots[slots >= 0].long()
 
 
-def _assert_caches_close(got, want, kv, slots, ref=None):
+def _assert_caches_close(got, want, kv, slots, ref32=None):
     """The K / V rows the step wrote (flat `slots`; every other row as the unfused route left it). FP16: those rows
-    within JOIN_ERR x the unfused route's distance to their FP32 reference `ref` ((k rotated, v), a row per slot), or
+    within JOIN_ERR x the unfused route's distance to their FP32 reference `ref32` ((k rotated, v), a row per slot), or
     (no ref) within one FP16 rounding of it; FP8: the rows' values within a tenth (an E4M3 code is 1/8 apart, E5M2's
     1/4: a few values quantized the other way)."""
     for i, (c, w) in enumerate(zip(got, want)):
@@ -263,10 +269,8 @@ def _assert_caches_close(got, want, kv, slots, ref=None):
         rest[slots] = False
         assert torch.equal(cb[rest], wb[rest]), i
         gr, wr = (c.reshape(n, -1)[slots], w.reshape(n, -1)[slots]) if kv == torch.float16 else (cb[slots], wb[slots])
-        if kv == torch.float16 and ref is not None:
-            r = ref[i].reshape(gr.shape)
-            assert rel_err(gr.float(), r) <= JOIN_ERR * rel_err(wr.float(), r) + 1e-4, (i, rel_err(gr.float(), r),
-                                                                                    rel_err(wr.float(), r))
+        if kv == torch.float16 and ref32 is not None:
+            _assert_within_join_err(gr, wr, ref32[i].reshape(gr.shape), i)
         elif kv == torch.float16:
             assert rel_err(gr, wr) < 2e-3, (i, rel_err(gr, wr))
         else:  # codes apart where the two routes' values round differently (near 0, where codes are dense, by
@@ -276,25 +280,12 @@ def _assert_caches_close(got, want, kv, slots, ref=None):
 
 
 def _qkv_fp32(b, residual):
-    """linear_rms_norm_qkv_rotary_cache's step behind the projection in front, in FP32 from its new residual stream
-    (which both routes share bit for bit): (rotated q, rotated k, v) of rms_norm(residual) gamma W^T (+ bias)."""
-    r = residual.float()
-    h = r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + b[4]) * b[3].float()
-    y = h @ b[5].dequantize(torch.float32).T
-    if b[6] is not None:
-        y = y + b[6].float()
+    """linear_rms_norm_qkv_rotary_cache(*b)'s step behind the projection in front, in FP32: (rotated q, rotated k, v)
+    of the normed projection (+ bias)."""
     d, hq, hk = b[8], b[14], b[15]
-    q, k, v = y.split([hq * d, hk * d, hk * d], dim=-1)
+    q, k, v = _normed_fp32(residual, b[3], b[4], b[5], b[6]).split([hq * d, hk * d, hk * d], dim=-1)
     q, k = ref.rotary_embedding(b[7], q, k, d, b[9], b[10])
     return q, k, v
-
-
-def _assert_q_within_join_err(got, want, b, residual, what):
-    """The joined route's rotated q within JOIN_ERR of the unfused route's distance to the FP32 reference (the two
-    FP16 routes round x at different points: they may differ from each other by more than one FP16 rounding)."""
-    q32 = _qkv_fp32(b, residual)[0]
-    assert rel_err(got.float(), q32) <= JOIN_ERR * rel_err(want.float(), q32) + 1e-4, (
-        what, rel_err(got.float(), q32), rel_err(want.float(), q32))
 
 
 def _fused_and_unfused(op, fused="cuda_pack_gemm_rd"):
@@ -337,8 +328,9 @@ def test_gemv_down_qkv_against_unfused(kind_in, kind, kv, rot, neox):
         got, got_res = fused(*b)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, (kind, SEED)
     assert torch.equal(got_res, want_res), (kind_in, kind, kv, SEED)
-    _assert_q_within_join_err(got, want, b, want_res, (kind_in, kind, kv, SEED))
-    _assert_caches_close((b[11], b[12]), (kw, vw), kv, _written(b[13]), _qkv_fp32(b, want_res)[1:])
+    q32, k32, v32 = _qkv_fp32(b, want_res)
+    _assert_within_join_err(got, want, q32, (kind_in, kind, kv, SEED))
+    _assert_caches_close((b[11], b[12]), (kw, vw), kv, _written(b[13]), (k32, v32))
 
 
 @gpu

@@ -28,6 +28,16 @@ def _randn(gen, *shape, scale=1.0):
     return (torch.randn(*shape, generator=cuda_gen, device="cuda") * scale).half()
 
 
+def _row_parts_cases(op: str, gen: torch.Generator) -> list[Case]:
+    """cuda_gemv_mix's case: one row, [q | k] in q4_k and v in q6_k (a Q4_K_M file's layers), the norm in front
+    (rms_norm_qkv_rotary_cache) or joined to a q4_k projection (linear_rms_norm_qkv_rotary_cache)."""
+    from .test_gemv_mixed import _down_mixed_args, _mixed_qkv_args
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    args = (_mixed_qkv_args(512, 4, 2, 64, 64, device="cuda", seed=seed) if op == "rms_norm_qkv_rotary_cache"
+            else _down_mixed_args(512, 1024, 4, 2, 64, 64, device="cuda", seed=seed))
+    return [Case("M=1 row parts q4_k + q6_k Hq=4 Hk=2 D=64", tuple(args))]
+
+
 def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
     """Model-sized shapes (llama3-8b) on top of the generated ones."""
     if op == "linear":
@@ -85,7 +95,10 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
                                                      torch.randint(0, 8192, (32,), generator=gen).cuda(), 128,
                                                      rope_cos_sin(128, 128, 8192, 500000.0).cuda(), False, kc, vc,
                                                      torch.cat([torch.arange(100, 116), torch.tensor([-1]),
-                                                                torch.arange(700, 715)]).cuda(), 32, 8))]
+                                                                torch.arange(700, 715)]).cuda(), 32, 8))
+        ] + _row_parts_cases(op, gen)
+    if op == "linear_rms_norm_qkv_rotary_cache":
+        return _row_parts_cases(op, gen)
     if op == "rms_norm":
         return [Case("T=64 H=4096 +res", (_randn(gen, 64, 4096), _randn(gen, 4096), 1e-5, _randn(gen, 64, 4096)))]
     if op in ("silu_and_mul", "gelu_and_mul"):

@@ -1,3 +1,8 @@
+"""s36 (CPU): the failing q4_k GLU case with BOTH GEMVs emulated (the front o-like q4_k GEMV and gate_up, as
+_s36_gemv_chain_emulation.py emulates one): reproduces the GPU's unfused-route error per seed. From the repo root:
+
+    python3 benchmarks/results/h200-2026-12-03-s36/scripts/_s36_front_emulation.py
+"""
 import importlib.util, numpy as np, torch, torch.nn.functional as F
 spec_ = importlib.util.spec_from_file_location("e", "benchmarks/results/h200-2026-12-03-s36/scripts/_s36_gemv_chain_emulation.py")
 e = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(e)

@@ -95,8 +95,10 @@ def test_norm_in_front_against_unfused(kv, neox):
     """llama3-8b's input norm -> qkv ([q | k] q4_k, v q6_k) -> rotary -> cache write in one launch: the unfused
     route's residual exactly; its rotated q and cache bytes, each part's rows summed as its plain GEMV sums them, but
     the norm's sum of squares is reduced in the block's order (8 warps, 2 items a thread) where rms_norm.cu's takes
-    4 warps of 4: for some inputs the scale differs in its last bit, and a few outputs land one FP16 rounding apart
-    (H200 s34: 5 of 4096 q values at one seed of four, the others equal)."""
+    4 warps of 4: for some inputs the scale differs in its last bit. The q4_k rows' offset term takes sum(x) in
+    FP32 (s37), so that bit reaches every row's sum, not a few: the outputs stay within a quarter of one FP16
+    rounding of the unfused route (H200 s37: 4.8e-5 at seed 361220330; s34 with FP16 sums: 5 of 4096 q values
+    one rounding apart at one seed of four)."""
     a = _mixed_qkv_args(4096, 32, 8, 128, 128, device="cuda", seed=SEED)
     a[9], a[10], a[11] = neox, a[10].to(kv), a[11].to(kv)
     assert ops.registry.select(ops.problem("rms_norm_qkv_rotary_cache", *a)).provider.name == "cuda_gemv_mix"
@@ -107,7 +109,7 @@ def test_norm_in_front_against_unfused(kv, neox):
     what = f"{kv} neox={neox} seed={SEED}"
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0, what
     assert torch.equal(got_res, want_res), what
-    assert float((got != want).float().mean()) < 0.01 and rel_err(got, want) < 2e-3, (what, rel_err(got, want))
+    assert rel_err(got, want) < 2.5e-4, (what, rel_err(got, want))
     assert not torch.equal(kw.view(torch.uint8), k_before.view(torch.uint8)), what  # the slot was written
     _assert_caches_close((a[10], a[11]), (kw, vw), kv, _written(a[12]))
 

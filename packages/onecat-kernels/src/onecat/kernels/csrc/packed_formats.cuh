@@ -145,16 +145,21 @@ ONECAT_DEVICE void chunk_consts(const PChunk<F>& ck, int c, float& scale, float&
   }
 }
 
-// M = 1: sum(x) of one chunk's 32 values (the min/offset term of q4_1 / q4_k): fp16 sums of 4 pairs,
-// then fp32 (as the M > 1 kernel).
+// M = 1: sum(x) of one chunk's 32 values (the min/offset term of q4_1 / q4_k), in fp32. Every row of the
+// launch shares it, so an fp16 sum's rounding comes back in every output with the sign of its row's
+// coefficient; fp16 pair sums (s35 and before) put test_gpu_kernels' q4_k GLU case up to 4e-2 from FP32
+// (benchmarks/results/h200-2026-12-03-s36, gemv-chain-emulation.txt).
 ONECAT_DEVICE float chunk_x_sum(const Half8 (&xv)[4]) {
-  float sx = 0.f;
+  float a = 0.f, b = 0.f;
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const float2 f = __half22float2(__hadd2(__hadd2(xv[s].h2[0], xv[s].h2[1]), __hadd2(xv[s].h2[2], xv[s].h2[3])));
-    sx += f.x + f.y;
-  }
-  return sx;
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(xv[s].h2[i]);
+      a += f.x;
+      b += f.y;
+    }
+  return a + b;
 }
 
 // M = 1: acc + one chunk of one row . its 32 x values (xv; sx = chunk_x_sum where the format has an

@@ -17,6 +17,8 @@ from onecat.kernels.inputs import clone_arg
 from onecat.kernels.weights import random_packed
 from onecat.kernels.registry import REFERENCE, Case
 
+from .packed_gemm_cases import rel_err
+
 pytestmark = pytest.mark.gpu
 SEED = int(os.environ.get("ONECAT_TEST_SEED", random.randrange(2**31)))
 CUDA_OPS = sorted(op for op, provs in ops.registry.providers.items() if set(provs) - {REFERENCE})
@@ -128,10 +130,6 @@ def extra_cases(op: str, gen: torch.Generator) -> list[Case]:
 
 
 
-def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30))
-
-
 def _fp32_reference(spec, case: Case, i: int) -> torch.Tensor:
     """Output i of the op's reference evaluated in FP32: FP16 tensor arguments widened, packed weights as they
     are (their codecs dequantize to the activation dtype)."""
@@ -151,9 +149,9 @@ def _check(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str, ref32=No
     if tol == 0:
         torch.testing.assert_close(out, ref, rtol=0, atol=0, equal_nan=True, msg=what)
         return
-    err = _rel_err(out, ref)
+    err = rel_err(out, ref)
     if err > tol and ref32 is not None and out.dtype == torch.float16 and not bool(torch.isnan(out).any()):
-        err32 = _rel_err(out, ref32())
+        err32 = rel_err(out, ref32())
         assert err32 <= tol, f"{what}: rel err {err:.3g} (FP32 reference: {err32:.3g}) > {tol}"
         return
     assert err <= tol, f"{what}: rel err {err:.3g} > {tol} (NaN: unwritten output)"

@@ -216,6 +216,21 @@ def test_gemm_shape_wgmma_tile():
     assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
 
 
+def test_gemm_shape_two_per_sm_wgmma_tile():
+    """Where gemm_slots also lists w64b2 (two blocks per SM), a w64 grid past one wave at one block per SM that
+    fits one at two takes it unsplit (gate_up: 224 tiles on 132 SMs; s39 59.0 -> 48.8 us at M 64); a grid that
+    fits one wave at one per SM (down, 32 tiles x 4 splits), or that passes one even at two, keeps w64."""
+    h200 = {"r32": 3, "r32w": 2, "r64": 2, "r16": 4, "r16w": 3, "w64": 1, "w64b2": 2}
+    rd = dict(rd=True)
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("w64b2", 1)
+    assert gemm_ops.gemm_shape(48, 28672, 4096, 132, h200, **rd) == ("w64b2", 1)
+    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("w64", 4)
+    assert gemm_ops.gemm_shape(64, 16896, 4096, 132, h200, **rd) == ("w64", 1)  # 132 tiles: one wave at one per SM
+    assert gemm_ops.gemm_shape(64, 16896 + 128, 4096, 132, h200, **rd) == ("w64b2", 1)
+    assert gemm_ops.gemm_shape(64, 2 * 16896 + 128, 4096, 132, h200, **rd) == ("w64", 1)  # past 264 tiles
+    assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
+
+
 def test_wgmma_launch(launches, monkeypatch):
     """The wgmma tile's entry (GLU on request), its grid and 192-thread block, the planes it reads; refused
     before any launch off capability 9.0 or on another format."""
@@ -422,10 +437,11 @@ def test_register_direct_rope(kind, kv):
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
-def test_wgmma_tile():
-    """gemm_wg_q4_0_w64 against the float reference: 33..64 rows (ragged: rows past M read row M - 1), N not
+@pytest.mark.parametrize("tile", ["w64", "w64b2"])
+def test_wgmma_tile(tile):
+    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows past M read row M - 1), N not
     a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl. uneven; the GLU
-    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows) under CUDA-graph
+    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph
     replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
@@ -433,18 +449,20 @@ def test_wgmma_tile():
         ref = ref_linear(x, w, b)
         for splits in (1, 3, 8):
             with cuda_ops.poison_outputs():
-                got = gemm_ops.gemm_launch(x, w, b, "w64", splits)
+                got = gemm_ops.gemm_launch(x, w, b, tile, splits)
             err = rel_err(got, ref)
-            assert err <= TOL, f"w64 M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
+            assert err <= TOL, f"{tile} M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
     for m, n, k in ((64, 28672, 4096), (37, 512, 768)):
         x, w, _ = gpu_inputs("q4_0", m, n, k, False, SEED + m)
         for splits in (1, 3):
-            want = ops.silu_and_mul(gemm_ops.gemm_launch(x, w, None, "w64", splits))
+            want = ops.silu_and_mul(gemm_ops.gemm_launch(x, w, None, tile, splits))
             with cuda_ops.poison_outputs():
-                got = gemm_ops.gemm_launch(x, w, None, "w64", splits, glu=True)
+                got = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=True)
             assert got.shape == (m, n // 2) and torch.equal(got, want), (m, n, k, splits)
-    x, w, b = gpu_inputs("q4_0", 48, 28672, 4096, False, SEED)
-    assert gemm_ops.gemm_shape(48, 28672, 4096, *gemm_ops.gemm_slots("q4_0", x.device), rd=True)[0] == "w64"
+    if tile != "w64b2":
+        return
+    x, w, b = gpu_inputs("q4_0", 48, 28672, 4096, False, SEED)  # the route: 224 tiles, past one wave at one per SM
+    assert gemm_ops.gemm_shape(48, 28672, 4096, *gemm_ops.gemm_slots("q4_0", x.device), rd=True)[0] == "w64b2"
     g = torch.cuda.CUDAGraph()
     ops.linear(x, w, b)
     with torch.cuda.graph(g):

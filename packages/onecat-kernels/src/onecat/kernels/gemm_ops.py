@@ -138,7 +138,13 @@ class RopeCache(NamedTuple):
 # Measured and not kept (s24, the diffs in benchmarks/results/h200-2026-12-01-s24): two consumer
 # warpgroups on alternate K steps 7-13% slower; two over 256 features sharing x (168 registers, small
 # spills) gate_up 5-8% faster but down 18-51% slower; four x stages 1-4% faster.
-WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192)}
+# w64b2: the same tile held to 168 registers (W one step ahead instead of three) so that two blocks share an SM.
+# gemm_shape takes it where w64's grid needs more than one wave at one block per SM and fits one at two: gate_up
+# (224 tiles on 132 SMs). s39 (benchmarks/results/h200-2026-12-06-s39, H100): gate_up GLU M 64 59.0 -> 48.8 us, M 48
+# 57.6 -> 47.4; down (32 tiles x 4 splits, one wave already) 35.6 -> 38.6 (x4) / 36.5 (x8), so it keeps w64. Two
+# consumer warpgroups per block instead (the same 64 rows, one 64-feature half each; wg-forms.diff there) were level
+# with w64, or 2-5% faster with four x stages and four producer warps in 66 KB of dynamic shared memory.
+WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
 _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}
 _WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
@@ -263,7 +269,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     two (an r64 block alone on its SM ran its K loop in 9.0 us, paired 14.5: SM-bound, so the lone
     ones wasted half an SM), for the same tensor work per SM. Where `resident` lists the wgmma tile
     w64 (gemm_slots: q4_0 on capability 9.0), 33..64 rows of the wide matrices take it instead of r32w
-    two high (WG_TILES: one dequantization for 64 rows; s23)."""
+    two high (WG_TILES: one dequantization for 64 rows; s23), or its two-per-SM twin w64b2 unsplit where
+    w64's tiles pass one wave and w64b2's fit one (s39)."""
     res = resident or GEMM_V100_RESIDENT
     if rd and m <= 64:
         long_k = k >= RD_LONG_K
@@ -272,6 +279,8 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
         if tile == "r32w" and m > 32 and "w64" in res:  # sm_90 q4_0 (gemm_slots lists it there only)
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
+        if tile == "w64" and sms * res["w64"] < blocks <= sms * res.get("w64b2", 0):  # one wave at two per SM
+            return "w64b2", 1
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
         return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))

@@ -50,6 +50,12 @@
 //    (gate_up x2 74.7). Dequantizing warpgroups writing A to shared memory for an SS-only MMA warpgroup, each
 //    loading its own W and x (warp-specialized-wd.diff there) were correct but 35-48% slower: a warp that fences
 //    keeps no load in flight across the fence. Next: that split with W / x by TMA (async proxy) into a ring.
+//  * w64b2 (s39, benchmarks/results/h200-2026-12-06-s39): the tile held to 168 registers for two blocks per SM (W one
+//    step ahead; the producers' row offsets from shared memory). gate_up's 224 tiles then run as one wave instead of
+//    1.7 at one block per SM: GLU M 64 59.0 -> 48.8 us, M 48 57.6 -> 47.4 (H100), taken by gemm_ops.gemm_shape where
+//    a grid passes one wave at one per SM and fits one at two. Two consumer warpgroups in one block instead (a
+//    64-feature half each; call 1, H100) were level; the x producers then bound them (ncu: barrier stalls 0.52 ->
+//    1.12 per issued instruction), and four producers with four x stages (66 KB dynamic) gained 2-5% (call 4).
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 
@@ -114,8 +120,9 @@ ONECAT_DEVICE void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"
 ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
 // NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes; warps 0-3 the
-// consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x.
-template <int NS, int PDW, int PF, bool GLU, bool NORM = false>
+// consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x. BPS: blocks per SM the
+// registers are held to (2: 168 registers, so the producers read their rows' offsets from shared memory).
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -149,21 +156,46 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
     const int pw = warp - 4;
     // lane (g, j = qd) loads pieces j of the 4 chunks of its row: 64 bytes of a row per 4 lanes, 8 lines per
     // load instruction (16 with a lane per chunk: s24, 8% slower on gate_up)
-    const __half* xp[RG];
+    // BPS 1: a pointer per row group, held. BPS 2 (168 registers, of which a step's x takes 128): the row groups'
+    // element offsets read per step from shared memory by volatile loads, which ptxas cannot hoist into held
+    // registers (hoisted, 6 of them spilled)
+    constexpr bool XO = BPS == 2;
+    const __half* xp[XO ? 1 : RG];
+    const __half* xb = XO ? x + 8 * qd : nullptr;
+    __shared__ __align__(16) unsigned xo_s[XO ? 8 : 1][RG];
+    if constexpr (!XO) {
 #pragma unroll
-    for (int rg = 0; rg < RG; ++rg) {
-      xp[rg] = x + (i64)min(m0 + 8 * rg + g, M - 1) * K + 8 * qd;
-      pin_pointer(xp[rg]);
+      for (int rg = 0; rg < RG; ++rg) {
+        xp[rg] = x + (i64)min(m0 + 8 * rg + g, M - 1) * K + 8 * qd;
+        pin_pointer(xp[rg]);
+      }
+    } else {
+      if (qd < RG / 4)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          xo_s[g][4 * qd + r] = (unsigned)min(m0 + 8 * (4 * qd + r) + g, M - 1) * (unsigned)K;  // (+ 8 qd: xb)
+      __syncwarp();
     }
     pdl_wait();
     // The proxy fence below waits for every load the warp has in flight, so a warp loads one step at a
     // time: P warps take turns to keep P steps' loads in flight.
     for (int st = s_begin + pw; st < s_end; st += P) {
       uint4 v[RG][4];
+      unsigned xo[RG];
+      if constexpr (XO) {
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(&xo_s[g][0]);
 #pragma unroll
-      for (int rg = 0; rg < RG; ++rg)
+        for (int h = 0; h < RG / 4; ++h)
+          asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(xo[4 * h]), "=r"(xo[4 * h + 1]), "=r"(xo[4 * h + 2]), "=r"(xo[4 * h + 3])
+                       : "r"(sa + 16 * h));
+      }
 #pragma unroll
-        for (int i = 0; i < 4; ++i) v[rg][i] = __ldg(reinterpret_cast<const uint4*>(xp[rg] + st * BK + 32 * i));
+      for (int rg = 0; rg < RG; ++rg) {
+        const __half* row = XO ? xb + xo[rg] : xp[rg];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[rg][i] = __ldg(reinterpret_cast<const uint4*>(row + st * BK + 32 * i));
+      }
       const int stage = (st - s_begin) % NS;
       if (st - s_begin >= NS) bar_sync(1 + NS + stage, SYNC);  // the MMAs of step st - NS are done
       // piece j of chunk i = word j of W's chunk i: slices 2j (pairs x, y) and 2j + 1 (pairs z, w) at
@@ -281,14 +313,18 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 
 // gemm_wg_q4_0_w64[_glu|_norm]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per
 // SM (243 registers on sm_90a); x in two stages, W three steps ahead. _glu takes gemm_rd.cu's RowNorm after
-// steps_per_split, _norm its NormOut (gemm_epilogue.cuh; linear_norm_ops).
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, RN, NO, ...)                                                       \
-  extern "C" __global__ void __launch_bounds__(192, 1) NAME(                                              \
+// steps_per_split, _norm its NormOut (gemm_epilogue.cuh; linear_norm_ops). gemm_wg_q4_0_w64b2[...]: the same tile
+// held to two blocks per SM (168 registers), W one step ahead (deeper spills: 2 steps 48-56 bytes, 3 steps 768+).
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, RN, NO, ...)                                             \
+  extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<2, 3, 128, GLU, NORM>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO); \
+    gemm_wg<2, PDW, 128, GLU, NORM, BPS>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO); \
   }
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64, false, false, RowNorm{}, NormOut{}, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64_glu, true, false, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64_norm, false, true, RowNorm{}, GEMM_NORM_ARGS, GEMM_NORM_PARAMS)
+#define GEMM_WG_KINDS(T, PDW, BPS)                                                                       \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, RowNorm{}, NormOut{}, )                         \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS)   \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, RowNorm{}, GEMM_NORM_ARGS, GEMM_NORM_PARAMS)
+GEMM_WG_KINDS(w64, 3, 1)
+GEMM_WG_KINDS(w64b2, 1, 2)

@@ -439,10 +439,10 @@ def test_register_direct_rope(kind, kv):
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 @pytest.mark.parametrize("tile", ["w64", "w64b2"])
 def test_wgmma_tile(tile):
-    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows past M read row M - 1), N not
-    a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl. uneven; the GLU
-    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph
-    replay."""
+    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows
+    past M read row M - 1), N not a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias,
+    splits incl. uneven; the GLU entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows:
+    w64b2) under CUDA-graph replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)

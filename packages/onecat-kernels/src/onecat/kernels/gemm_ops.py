@@ -280,7 +280,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
         if tile == "w64" and sms * res["w64"] < blocks <= sms * res.get("w64b2", 0):  # one wave at two per SM
-            return "w64b2", 1
+            tile = "w64b2"  # (the same tile shape: its splits below come out 1)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
         return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))

@@ -217,9 +217,10 @@ def test_gemm_shape_wgmma_tile():
 
 
 def test_gemm_shape_two_per_sm_wgmma_tile():
-    """Where gemm_slots also lists w64b2 (two blocks per SM), a w64 grid past one wave at one block per SM that
-    fits one at two takes it unsplit (gate_up: 224 tiles on 132 SMs; s39 59.0 -> 48.8 us at M 64); a grid that
-    fits one wave at one per SM (down, 32 tiles x 4 splits), or that passes one even at two, keeps w64."""
+    """Where gemm_slots also lists w64b2 (two blocks per SM), a w64 grid past one wave at one block per SM takes
+    it unsplit (gate_up: 224 tiles on 132 SMs, s39 59.0 -> 48.8 us at M 64; the q4_0 LM head's 1002 tiles, s40
+    216.6 -> 176.3 us); a grid that fits one wave at one per SM (down, 32 tiles x 4 splits) keeps w64, and
+    without w64b2 in `resident` nothing moves."""
     h200 = {"r32": 3, "r32w": 2, "r64": 2, "r16": 4, "r16w": 3, "w64": 1, "w64b2": 2}
     rd = dict(rd=True)
     assert gemm_ops.gemm_shape(64, 28672, 4096, 132, h200, **rd) == ("w64b2", 1)
@@ -227,7 +228,11 @@ def test_gemm_shape_two_per_sm_wgmma_tile():
     assert gemm_ops.gemm_shape(64, 4096, 14336, 132, h200, **rd) == ("w64", 4)
     assert gemm_ops.gemm_shape(64, 16896, 4096, 132, h200, **rd) == ("w64", 1)  # 132 tiles: one wave at one per SM
     assert gemm_ops.gemm_shape(64, 16896 + 128, 4096, 132, h200, **rd) == ("w64b2", 1)
-    assert gemm_ops.gemm_shape(64, 2 * 16896 + 128, 4096, 132, h200, **rd) == ("w64", 1)  # past 264 tiles
+    assert gemm_ops.gemm_shape(64, 2 * 16896 + 128, 4096, 132, h200, **rd) == ("w64b2", 1)  # past 264 tiles
+    assert gemm_ops.gemm_shape(64, 128256, 4096, 132, h200, **rd) == ("w64b2", 1)  # the LM head
+    no_b2 = {t: r for t, r in h200.items() if t != "w64b2"}
+    assert gemm_ops.gemm_shape(64, 128256, 4096, 132, no_b2, **rd) == ("w64", 1)
+    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, no_b2, **rd) == ("w64", 1)
     assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
 
 

@@ -270,7 +270,9 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
     ones wasted half an SM), for the same tensor work per SM. Where `resident` lists the wgmma tile
     w64 (gemm_slots: q4_0 on capability 9.0), 33..64 rows of the wide matrices take it instead of r32w
     two high (WG_TILES: one dequantization for 64 rows; s23), or its two-per-SM twin w64b2 unsplit where
-    w64's tiles pass one wave and w64b2's fit one (s39)."""
+    w64's tiles pass one wave at one block per SM (H100: gate_up GLU at M 64 59.0 -> 48.8 us, s39; the q4_0
+    LM head 128256 x 4096, 7.6 waves of w64, 216.6 -> 176.3 us, s40); a grid of one wave keeps w64 (down
+    at 4 splits: w64b2 35.6 -> 38.6 us)."""
     res = resident or GEMM_V100_RESIDENT
     if rd and m <= 64:
         long_k = k >= RD_LONG_K
@@ -279,7 +281,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
         if tile == "r32w" and m > 32 and "w64" in res:  # sm_90 q4_0 (gemm_slots lists it there only)
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
-        if tile == "w64" and sms * res["w64"] < blocks <= sms * res.get("w64b2", 0):  # one wave at two per SM
+        if tile == "w64" and res.get("w64b2") and blocks > sms * res["w64"]:  # past one wave at one per SM
             tile = "w64b2"  # (the same tile shape: its splits below come out 1)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS

@@ -52,10 +52,11 @@
 //    keeps no load in flight across the fence. Next: that split with W / x by TMA (async proxy) into a ring.
 //  * w64b2 (s39, benchmarks/results/h200-2026-12-06-s39): the tile held to 168 registers for two blocks per SM (W one
 //    step ahead; the producers' row offsets from shared memory). gate_up's 224 tiles then run as one wave instead of
-//    1.7 at one block per SM: GLU M 64 59.0 -> 48.8 us, M 48 57.6 -> 47.4 (H100); the q4_0 LM head 216.6 -> 176.3 (s40),
-//    so gemm_ops.gemm_shape takes it wherever a grid passes one wave at one block per SM. Two consumer warpgroups in one block instead (a
-//    64-feature half each; call 1, H100) were level; the x producers then bound them (ncu: barrier stalls 0.52 ->
-//    1.12 per issued instruction), and four producers with four x stages (66 KB dynamic) gained 2-5% (call 4).
+//    1.7 at one block per SM: GLU M 64 59.0 -> 48.8 us, M 48 57.6 -> 47.4 (H100); the q4_0 LM head 216.6 ->
+//    176.3 (s40), so gemm_ops.gemm_shape takes it wherever a grid passes one wave at one block per SM. Two
+//    consumer warpgroups in one block instead (a 64-feature half each; s39 call 1, H100) were level; the x
+//    producers then bound them (ncu: barrier stalls 0.52 -> 1.12 per issued instruction), and four producers with
+//    four x stages (66 KB dynamic) gained 2-5% (s39 call 4).
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 

@@ -139,11 +139,12 @@ class RopeCache(NamedTuple):
 # warpgroups on alternate K steps 7-13% slower; two over 256 features sharing x (168 registers, small
 # spills) gate_up 5-8% faster but down 18-51% slower; four x stages 1-4% faster.
 # w64b2: the same tile held to 168 registers (W one step ahead instead of three) so that two blocks share an SM.
-# gemm_shape takes it where w64's grid needs more than one wave at one block per SM and fits one at two: gate_up
-# (224 tiles on 132 SMs). s39 (benchmarks/results/h200-2026-12-06-s39, H100): gate_up GLU M 64 59.0 -> 48.8 us, M 48
-# 57.6 -> 47.4; down (32 tiles x 4 splits, one wave already) 35.6 -> 38.6 (x4) / 36.5 (x8), so it keeps w64. Two
-# consumer warpgroups per block instead (the same 64 rows, one 64-feature half each; wg-forms.diff there) were level
-# with w64, or 2-5% faster with four x stages and four producer warps in 66 KB of dynamic shared memory.
+# gemm_shape takes it where w64's grid needs more than one wave at one block per SM: gate_up (224 tiles on 132 SMs),
+# the LM head. s39 (benchmarks/results/h200-2026-12-06-s39, H100): gate_up GLU M 64 59.0 -> 48.8 us, M 48 57.6 ->
+# 47.4; s40 (h100-2026-12-06-s40): q4_0 LM head 128256 x 4096 at M 64 216.6 -> 176.3; down (32 tiles x 4 splits,
+# one wave already) 35.6 -> 38.6 (x4) / 36.5 (x8), so it keeps w64. Two consumer warpgroups per block instead (the
+# same 64 rows, one 64-feature half each; wg-forms.diff in s39's results) were level with w64, or 2-5% faster with
+# four x stages and four producer warps in 66 KB of dynamic shared memory.
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
 _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}

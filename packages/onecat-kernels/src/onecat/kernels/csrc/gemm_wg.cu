@@ -57,6 +57,9 @@
 //    consumer warpgroups in one block instead (a 64-feature half each; s39 call 1, H100) were level; the x
 //    producers then bound them (ncu: barrier stalls 0.52 -> 1.12 per issued instruction), and four producers with
 //    four x stages (66 KB dynamic) gained 2-5% (s39 call 4).
+//  * W by prefetch.global.L2 2 or 4 steps ahead of the register ring (s41, benchmarks/results/h100-2026-12-06-s41,
+//    l2a.diff): w64b2 2-4% slower (gate_up GLU, LM head), w64 10% (down): the L2::128B hint already has the next
+//    step's W in L2, and W's latency is not what the tile waits on.
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 

@@ -141,3 +141,19 @@ def test_timeline_splits_steps_at_the_sampled_ids_copy():
     steps = target.split_steps(acts)
     assert [len(g) for g in steps] == [5, 2]
     assert target.busy_time(steps[0]) == 1 + 20 + 2 + 1  # overlapping kernels counted once
+
+
+def test_end_increments_charge_overlapping_kernels_what_they_add_to_the_span():
+    from types import SimpleNamespace as NS
+
+    target = _load("target")
+
+    def act(name, start, end):
+        return NS(name=name, time_range=NS(start=start, end=end))
+
+    # PDL: attn starts before gemv ends; "short" ends inside attn's span and adds nothing
+    acts = [act("gemv", 100, 130), act("attn", 120, 150), act("short", 125, 140), act("gemv", 149, 170),
+            act("gap-then", 180, 185)]
+    inc = target.end_increments(acts)
+    assert inc == {"gemv": 30 + 20, "attn": 20, "gap-then": 15}
+    assert sum(inc.values()) == 185 - 100  # the span: idle time goes to the kernel that ends it

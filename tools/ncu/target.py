@@ -120,6 +120,21 @@ def busy_time(group: list) -> float:
     return busy
 
 
+def end_increments(group: list) -> dict[str, float]:
+    """Per kernel name, the step's span charged by end times: each activity (in start order) is charged the
+    time by which its end passes the latest end before it. With PDL the next kernel starts before the last
+    one ends, so the summed durations overstate; these increments add up to the span (less the first
+    start) and charge each kernel what it adds to the step's critical path."""
+    out: dict[str, float] = {}
+    last = group[0].time_range.start
+    for e in group:
+        end = e.time_range.end
+        if end > last:
+            out[e.name] = out.get(e.name, 0.0) + end - last
+            last = end
+    return out
+
+
 def timeline(step, n: int) -> None:
     """Trace n decode steps (torch.profiler: real kernel start/end times, no replay): per-kernel
     table and, per step, the span from the first kernel's start to the last one's end against the
@@ -149,6 +164,15 @@ def timeline(step, n: int) -> None:
         busy = busy_time(g)
         print(f"step {i}: {len(g)} activities, span {span:.1f} us (first input copy to the sampled ids' copy), "
               f"busy {busy:.1f} us, idle inside the step {span - busy:.1f} us ({(span - busy) / span:.0%})")
+    incs: dict[str, float] = {}
+    for g in groups[:n]:
+        for name, v in end_increments(g).items():
+            incs[name] = incs.get(name, 0.0) + v / min(n, len(groups))
+    span = sum(incs.values())
+    print(f"span per step charged by end increments (what each kernel adds past the latest earlier end; with "
+          f"PDL this is the critical path's share): {span:.1f} us")
+    for name, v in sorted(incs.items(), key=lambda kv: -kv[1])[:25]:
+        print(f"  {name[:60]:60s} {v:9.1f} us {v / span:6.1%}")
     if len(groups) > 1:
         gaps = [groups[i + 1][0].time_range.start - groups[i][-1].time_range.end for i in range(len(groups) - 1)]
         print(f"device idle between steps (host turn, CUPTI tracing slows the host): median "

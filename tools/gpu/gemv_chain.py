@@ -17,7 +17,10 @@ normed-input kernels (gate_up with the GLU), the order the decode step runs them
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
 matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
-(Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8),
+(Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8; s42's form
+with 1 x 1024 / 2 x 512 threads an SM and each warp's prefetch stream kept across the barriers lost too, 49-58% of
+copy on the layer chain against the route's 77.5% on an H100, 5.2 us a link against 1.97 on smollm2's small links:
+benchmarks/results/h100-2026-12-06-s42),
 and the weights pulled into L2 a few links ahead by a parallel graph branch (s11: 42-49% of copy on
 the layer chain against 66% without; kernel at efbfb48): benchmarks/results/h200-2026-11-30-s10, -s11.)
 """

@@ -148,20 +148,21 @@ def main() -> int:
         moved = sum(w.nbytes for w in ws)
         runs = {"route (graphed, PDL)": lambda: gemv_chain.time_chain(
             lambda: gemv_chain.chain_once(ws, ["plain"] * len(ws), x0, outs, None, True), True, a.replays)}
+        pchains = {}
         for name in a.variants.split(","):
             threads, cap = VARIANTS[name]
             pc = PChain(ws, x0, name, threads, cap)
+            pchains[f"{name} ({pc.bps}/SM)"] = pc
             runs[f"{name} ({pc.bps}/SM)"] = lambda pc=pc: time_graph(pc, a.replays)
         times = {k: [] for k in runs}
         for _ in range(a.rounds):
             for k, fn in runs.items():
                 times[k] += fn()
-        for k, fn in runs.items():
-            if hasattr(fn, "__defaults__") and fn.__defaults__ and isinstance(fn.__defaults__[0], PChain):
-                assert int(fn.__defaults__[0].err.item()) == 0, f"{k}: a barrier timed out"
+        for k, pc in pchains.items():
+            assert int(pc.err.item()) == 0, f"{k}: a barrier timed out"
         for k, t in times.items():
             rows.append((cname, len(links), moved, k, statistics.median(t), min(t), max(t)))
-        del ws, outs, runs
+        del ws, outs, runs, pchains
         torch.cuda.empty_cache()
     copy = (copy0 + copy_bandwidth()) / 2
     print(f"copy bandwidth {copy:.0f} GB/s (mean of before / after); chains of dependent q4_0 M = 1 GEMVs, weights "

@@ -73,6 +73,29 @@ def test_every_reference_runs(op, dtype):
             assert torch.equal(a, b), case.label
 
 
+@pytest.mark.parametrize("threads", [1, 8])
+def test_row_parts_reference_is_the_route_bit_for_bit_at_any_thread_count(threads):
+    """A RowParts projection: the reference and the CPU route (row_parts, each part through the reference) give the
+    same bits however many threads the CPU BLAS uses, and the whole decoded product within FP32 rounding. The
+    reference once took one product over the decoded concatenation: MKL then summed a part's rows in another order
+    from 4 threads up (s43: test_every_reference_runs failed on the GPU machine's 16-core CPU, not on 2-core CI)."""
+    spec, saved = ops.registry.ops["linear"], torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        cases = [c for c in spec.make_inputs(torch.float32, "cpu", torch.Generator().manual_seed(0))
+                 if isinstance(c.args[1], RowParts)]
+        assert len(cases) >= 2
+        for case in cases:
+            x, w, *rest = case.args
+            bias = rest[0] if rest else None
+            want = ref.linear(x, w, bias)
+            assert torch.equal(ops.linear(x, w, bias), want), case.label
+            whole = F.linear(x, w.dequantize(torch.float32), bias)
+            torch.testing.assert_close(want, whole, rtol=1e-5, atol=1e-5, msg=case.label)
+    finally:
+        torch.set_num_threads(saved)
+
+
 @pytest.mark.parametrize("op", sorted(ops.registry.ops))
 def test_fp16_reference_within_tolerance_of_fp32(op):
     """The op's float16 tolerance admits the float16 reference itself, measured against a float32

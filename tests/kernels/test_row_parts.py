@@ -46,7 +46,6 @@ def test_shape_formats_and_decode():
     assert w.format == "row_parts" and w.shape == (104, 256)
     assert w.part_formats == ("gguf_q4_k", "gguf_q6_k", "dense") and w.part_rows == (64, 32, 8)
     assert w.device == torch.device("cpu") and w.nbytes == q.nbytes + v.nbytes + 8 * 256 * 2
-    assert not w.row_chunked_decode  # GGUFWeight does not offer it
     want = torch.cat([q.dequantize(), v.dequantize(), d.float()])
     assert torch.equal(w.dequantize(), want)
     assert w.dequantize(torch.float16).dtype == torch.float16

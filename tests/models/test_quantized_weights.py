@@ -194,16 +194,22 @@ def test_forward_with_row_parts_matches_the_dense_route(device, dtype):
         assert float((got - want).norm() / want.norm()) <= 1e-2
 
 
-def test_reference_linear_decodes_row_parts_in_row_chunks(monkeypatch):
-    """A few rows of x: the reference decodes a RowParts of GGMLWeights a row block at a time, blocks straddling
-    the parts included, to the full decode's result."""
+def test_reference_linear_decodes_row_parts_part_by_part_in_row_chunks(monkeypatch):
+    """A few rows of x: the reference takes a RowParts of GGMLWeights part by part (the row_parts provider's calls,
+    so the CPU route's bits), each part decoded a row block at a time where it is large, to the full decode's
+    result; never the concatenation (s43: one product over it summed in another order than the parts' on a
+    many-threaded BLAS)."""
     gen = torch.Generator().manual_seed(3)
-    w = RowParts((_random_ggml(1000, 256, "Q4_K", gen), _random_ggml(536, 256, "Q6_K", gen)))
-    x, bias = torch.randn(2, 256, generator=gen), torch.randn(1536, generator=gen)
-    assert w.row_chunked_decode
-    chunks = []
-    select_rows = RowParts.select_rows
-    monkeypatch.setattr(RowParts, "select_rows", lambda self, rows: chunks.append(rows) or select_rows(self, rows))
+    w = RowParts((_random_ggml(1500, 256, "Q4_K", gen), _random_ggml(536, 256, "Q6_K", gen)))
+    x, bias = torch.randn(2, 256, generator=gen), torch.randn(2036, generator=gen)
+    assert w.parts[0].row_chunked_decode
+    chunks, whole = [], []
+    select_rows, select_whole = GGMLWeight.select_rows, RowParts.select_rows
+    monkeypatch.setattr(GGMLWeight, "select_rows", lambda self, rows: chunks.append((self.shape, rows)) or
+                        select_rows(self, rows))
+    monkeypatch.setattr(RowParts, "select_rows", lambda self, rows: whole.append(rows) or select_whole(self, rows))
     got = ref.linear(x, w, bias)
-    assert chunks == [slice(0, 1024), slice(1024, 1536)]
+    assert not whole
+    assert chunks == [((1500, 256), slice(0, 1024)), ((1500, 256), slice(1024, 1500))]  # the small part: whole
+    assert torch.equal(got, ops.linear(x, w, bias))  # the CPU route: row_parts
     torch.testing.assert_close(got, torch.nn.functional.linear(x, w.dequantize(), bias), rtol=1e-5, atol=1e-6)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention_metadata import AttentionMetadata
+from .weights import RowParts
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
@@ -134,7 +135,14 @@ _ROW_CHUNK_WEIGHTS = 1 << 18
 
 def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ weight.T (+ bias) for a dense weight [N, K] or a quantized one with `.dequantize()`
-    (e.g. `GGUFWeight`: dequantized to float32, then to x.dtype)."""
+    (e.g. `GGUFWeight`: dequantized to float32, then to x.dtype). A `weights.RowParts` goes part by part, each
+    part's rows with its share of the bias, concatenated along N: the same torch calls as the `row_parts` provider
+    makes on the CPU, so the two agree bit for bit. One product over the decoded concatenation need not: a BLAS
+    sums a sub-matrix's rows in another order than the whole's once it threads (MKL with >= 4 threads; s43 saw the
+    16-core GPU machine's CPU differ where the 2-core CI's did not)."""
+    if isinstance(weight, RowParts):
+        biases = bias.split(weight.part_rows) if bias is not None else (None,) * len(weight.parts)
+        return torch.cat([linear(x, part, b) for part, b in zip(weight.parts, biases)], dim=-1)
     if not isinstance(weight, torch.Tensor) and hasattr(weight, "dequantize"):
         n, k = weight.shape
         if getattr(weight, "row_chunked_decode", False) and n * k > _ROW_CHUNK_WEIGHTS and x.numel() <= 16 * k:

@@ -424,8 +424,8 @@ class RowParts:
     cannot be concatenated without requantizing still goes to the ops as one weight, so model code never
     branches on formats and a fused op sees the whole projection (ops' problem facts: format "row_parts"
     and `parts`, each part's (format, rows)). ops.linear runs each part through its own provider
-    (row_parts_ops); the torch reference decodes the concatenation (`dequantize`, or row chunks of it
-    through `select_rows` where every part allows that).
+    (row_parts_ops); the torch reference goes part by part too (reference.linear: the same calls, so the same bits on
+    any CPU), and `dequantize` / `select_rows` decode the concatenation for whoever needs it whole.
     """
 
     parts: tuple
@@ -463,11 +463,6 @@ class RowParts:
     @property
     def nbytes(self) -> int:
         return sum(p.numel() * p.element_size() if isinstance(p, torch.Tensor) else p.nbytes for p in self.parts)
-
-    @property
-    def row_chunked_decode(self) -> bool:
-        """Whether the reference linear may decode it a row block at a time (every part allows that)."""
-        return all(getattr(p, "row_chunked_decode", False) for p in self.parts)
 
     def to(self, device) -> "RowParts":
         return RowParts(tuple(p.to(device) for p in self.parts))

@@ -205,18 +205,88 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
   }
 }
 
+// The tile's last split-K block: cs (its own partial, staged) becomes the sum of the S splits' partials in the fixed
+// order z = 0, 1, .., S - 1 (its own partial enters at z = own from cs: the value it stored to ws[own], so the bits
+// are those of summing ws[0..S-1]). A thread takes MU (<= 4, its share of the tile) 4-column slots at once and
+// issues the loads of up to ZB splits for all of them before adding, so the last block's serial tail is
+// ~(S - 1) / ZB L2 round trips per MU slots instead of one per 8-column group; then the unsplit block's stores (one
+// path for both). Until s43 each
+// store path summed ws[0..S-1] itself, 8 columns per round trip. s43 (H100, gemm_bench, one run each, llama3-8b
+// q4_0): qkv r32 x4 / x2 at M 32 / 64 16.0 / 22.6 -> 15.6 / 22.0 us, o r32 x4 / x3 13.1 / 17.5 -> 12.9 / 17.3, down
+// r32w x8 at M 32 28.4 -> 28.1, w64 x4 at M 64 34.8 -> 35.2 (noise is ~1%): the merge is not where the split GEMMs'
+// time outside their K loops goes (fitting o / down by splits puts that at 10-14 us a w64 call, s40's table).
+template <int BM, int BN, int C_LD, int THREADS>
+ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict__ ws, int M, int N, int m0, int n0,
+                                int t, int S, int own) {
+  constexpr int NQ = BN / 4, PER = BM * NQ / THREADS, MU = PER < 1 ? 1 : PER > 4 ? 4 : PER, ZB = 4;
+  const i64 MN = (i64)M * N;
+  for (int base = 0; base < BM * NQ; base += MU * THREADS) {
+    float4 acc[MU];
+    i64 off[MU];  // the slot's offset in a partial (-1: outside the output)
+#pragma unroll
+    for (int u = 0; u < MU; ++u) {
+      const int i = base + u * THREADS + t, ml = i / NQ, gm = m0 + ml, gn = n0 + (i % NQ) * 4;
+      off[u] = i < BM * NQ && gm < M && gn < N ? (i64)gm * N + gn : -1;
+      acc[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if ((N & 3) == 0) {
+      for (int z0 = 0; z0 < S; z0 += ZB) {
+        float4 p[ZB][MU];
+#pragma unroll
+        for (int dz = 0; dz < ZB; ++dz)
+#pragma unroll
+          for (int u = 0; u < MU; ++u)
+            if (z0 + dz < S && z0 + dz != own && off[u] >= 0)
+              p[dz][u] = __ldcg(reinterpret_cast<const float4*>(ws + (z0 + dz) * MN + off[u]));
+#pragma unroll
+        for (int dz = 0; dz < ZB; ++dz)
+#pragma unroll
+          for (int u = 0; u < MU; ++u) {
+            const int i = base + u * THREADS + t;
+            if (z0 + dz >= S || off[u] < 0) continue;
+            const float4 v = z0 + dz == own ? *reinterpret_cast<const float4*>(cs + (i / NQ) * C_LD + (i % NQ) * 4)
+                                            : p[dz][u];
+            acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+          }
+      }
+    } else {  // rows not 16-byte aligned in ws: element by element, the same order
+#pragma unroll
+      for (int u = 0; u < MU; ++u) {
+        const int i = base + u * THREADS + t, gn = n0 + (i % NQ) * 4;
+        if (off[u] < 0) continue;
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        for (int z = 0; z < S; ++z)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (gn + e < N)
+              v[e] += z == own ? cs[(i / NQ) * C_LD + (i % NQ) * 4 + e] : __ldcg(ws + z * MN + off[u] + e);
+        acc[u] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+    }
+#pragma unroll  // a slot is read and rewritten by its own thread only
+    for (int u = 0; u < MU; ++u) {
+      const int i = base + u * THREADS + t;
+      if (off[u] >= 0) *reinterpret_cast<float4*>(cs + (i / NQ) * C_LD + (i % NQ) * 4) = acc[u];
+    }
+  }
+  __syncthreads();  // the merged tile, before the stores read it in their own thread mapping
+}
+
 // cs: the tile [BM][C_LD] fp32 (every thread's accumulators stored, then a barrier); t: threadIdx.x;
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
 // GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..). ROPE: N is the
 // [q | k | v] width, out q_size wide, `rope` the rest (rope_store8). NORM: out is x~, `no` the rest
 // (norm_store); rn.ss set: the outputs of row ml are scaled by its RowNorm scale first (the sums, before bias).
+// Split-K (S = gridDim.z > 1): every block stores its partial to ws[z]; the tile's last block merges them into cs
+// (merge_splits) and then writes the outputs as an unsplit block does.
 template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false, bool NORM = false>
-ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
+ONECAT_DEVICE void gemm_epilogue(float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
                                  int t, unsigned& last_block, unsigned long long* tr = nullptr,
                                  const QkvRope& rope = QkvRope{}, const RowNorm& rn = RowNorm{},
                                  const NormOut& no = NormOut{}) {
   static_assert(int(GLU) + int(ROPE) + int(NORM) <= 1, "one epilogue");
+  static_assert(BN % 8 == 0 && C_LD % 4 == 0, "16-byte rows of the staged tile");
   constexpr int NV = BN / 8;  // 8-column groups of an output row
   const int S = gridDim.z;
   constexpr int RI = ROPE ? BM * NV / THREADS : 1;  // ROPE: a thread's column groups
@@ -231,33 +301,55 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
   };
   RopeIn8<RI> rin;
   if constexpr (ROPE) rin.template load<NV, THREADS>(rope, M, m0, n0, t);
-  if (scaled && S == 1) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
-  if (GLU && S == 1) {
-    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
+  if (S > 1) {  // split-K: this split's FP32 partial tile to ws[z]; the tile's last block goes on with the sum
+    const i64 MN = (i64)M * N;
+    float* part = ws + blockIdx.z * MN;
+    const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
+    for (int idx = t; idx < BM * NV; idx += THREADS) {
+      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
+      if (gm >= M || gn >= N) continue;
+      const float* src = cs + ml * C_LD + (idx % NV) * 8;
+      float* dst = part + (i64)gm * N + gn;
+      if ((N & 7) == 0) {
+        reinterpret_cast<float4*>(dst)[0] = *reinterpret_cast<const float4*>(src);
+        reinterpret_cast<float4*>(dst)[1] = *reinterpret_cast<const float4*>(src + 4);
+      } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        v[e] = cs[ml * C_LD + c + e];
-        u[e] = cs[ml * C_LD + BN / 2 + c + e];
+        for (int e = 0; e < 8; ++e)
+          if (gn + e < N) dst[e] = src[e];
       }
-      scale(ml, v);
-      scale(ml, u);
-    });
+    }
     block_trace(tr, 4);
-    return;
+    // Release / acquire by thread 0's count (common.cuh count_acq_rel), the barriers ordering the block's
+    // own stores and loads against it (as attention_flash.cuh's merge): once per block, not every thread's
+    // __threadfence (a sequentially consistent MEMBAR.SC each: 6% of r32's stall samples, H200 s12 ncu).
+    __syncthreads();
+    if (t == 0) {
+      const bool last = count_acq_rel(reinterpret_cast<int*>(counters + tile)) == S - 1;
+      if (last) counters[tile] = 0;  // leave the counter as found
+      last_block = last;
+    }
+    __syncthreads();
+    block_trace(tr, 5);
+    if (!last_block) return;
+    merge_splits<BM, BN, C_LD, THREADS>(cs, ws, M, N, m0, n0, t, S, blockIdx.z);
   }
-  auto staged = [&](int ml, int c, float (&v)[8]) {  // this block's own sums of row ml, columns c .. c + 7
+  if (scaled) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
+  auto staged = [&](int ml, int c, float (&v)[8]) {  // the tile's sums of row ml, columns c .. c + 7
     const float4 lo = *reinterpret_cast<const float4*>(cs + ml * C_LD + c);
     const float4 hi = *reinterpret_cast<const float4*>(cs + ml * C_LD + c + 4);
     v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
     scale(ml, v);
   };
-  if (NORM && S == 1) {
+  if constexpr (GLU) {
+    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
+      staged(ml, c, v);
+      staged(ml, BN / 2 + c, u);
+    });
+  } else if constexpr (NORM) {
     norm_store<BM, NV, THREADS>(no, out, bias, M, N, m0, n0, t,
                                 [&](int ml, int, int gn, float (&v)[8]) { staged(ml, gn - n0, v); });
-    block_trace(tr, 4);
-    return;
-  }
-  if (ROPE && S == 1) {
+  } else if constexpr (ROPE) {
 #pragma unroll
     for (int i = 0; i < RI; ++i) {
       const int idx = t + i * THREADS, ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
@@ -266,10 +358,7 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
       staged(ml, (idx % NV) * 8, v);
       rope_store8(rope, out, gm, gn, v, bias, rin.slot[i], rin.c[i], rin.s[i]);
     }
-    block_trace(tr, 4);
-    return;
-  }
-  if (S == 1) {
+  } else {
     for (int idx = t; idx < BM * NV; idx += THREADS) {
       const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
       if (gm >= M || gn >= N) continue;
@@ -277,110 +366,6 @@ ONECAT_DEVICE void gemm_epilogue(const float* __restrict__ cs, __half* __restric
       staged(ml, (idx % NV) * 8, v);
       store_out8(out + (i64)gm * N, gn, N, v, bias);
     }
-    block_trace(tr, 4);
-    return;
   }
-  // split-K: this split's FP32 partial tile to ws[z]; the tile's last block sums ws[0..S-1]
-  const i64 MN = (i64)M * N;
-  float* part = ws + blockIdx.z * MN;
-  const unsigned tile = blockIdx.y * gridDim.x + blockIdx.x;
-  for (int idx = t; idx < BM * NV; idx += THREADS) {
-    const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-    if (gm >= M || gn >= N) continue;
-    const float* src = cs + ml * C_LD + (idx % NV) * 8;
-    float* dst = part + (i64)gm * N + gn;
-    if ((N & 7) == 0) {
-      reinterpret_cast<float4*>(dst)[0] = *reinterpret_cast<const float4*>(src);
-      reinterpret_cast<float4*>(dst)[1] = *reinterpret_cast<const float4*>(src + 4);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        if (gn + e < N) dst[e] = src[e];
-    }
-  }
-  block_trace(tr, 4);
-  // Release / acquire by thread 0's count (common.cuh count_acq_rel), the barriers ordering the block's
-  // own stores and loads against it (as attention_flash.cuh's merge): once per block, not every thread's
-  // __threadfence (a sequentially consistent MEMBAR.SC each: 6% of r32's stall samples, H200 s12 ncu).
-  __syncthreads();
-  if (t == 0) {
-    const bool last = count_acq_rel(reinterpret_cast<int*>(counters + tile)) == S - 1;
-    if (last) counters[tile] = 0;  // leave the counter as found
-    last_block = last;
-  }
-  __syncthreads();
-  block_trace(tr, 5);
-  if (!last_block) return;
-  if (scaled) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
-  if constexpr (GLU) {  // the splits' sums of a gate column group and its up columns, in order z = 0, 1, ..
-    glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int gm, int c, float (&v)[8], float (&u)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = u[e] = 0.f;
-      for (int z = 0; z < S; ++z) {  // N % 16 == 0 here (gemm_ops): 16-byte loads
-        const float4* gs = reinterpret_cast<const float4*>(ws + z * MN + (i64)gm * N + n0 + c);
-        const float4* us = reinterpret_cast<const float4*>(ws + z * MN + (i64)gm * N + n0 + BN / 2 + c);
-        const float4 g0 = __ldcg(gs), g1 = __ldcg(gs + 1), u0 = __ldcg(us), u1 = __ldcg(us + 1);
-        v[0] += g0.x; v[1] += g0.y; v[2] += g0.z; v[3] += g0.w; v[4] += g1.x; v[5] += g1.y; v[6] += g1.z; v[7] += g1.w;
-        u[0] += u0.x; u[1] += u0.y; u[2] += u0.z; u[3] += u0.w; u[4] += u1.x; u[5] += u1.y; u[6] += u1.z; u[7] += u1.w;
-      }
-      scale(ml, v);
-      scale(ml, u);
-    });
-    return;
-  }
-  auto summed = [&](int gm, int gn, float (&v)[8]) {  // the splits' sums of row gm, columns gn .. gn + 7 (unscaled)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] = 0.f;
-    // fixed order z = 0, 1, ...: the result does not depend on arrival order. ZB partials' loads are
-    // issued before their adds (one L2 round trip per ZB splits, not one per split).
-    constexpr int ZB = 8;
-    for (int z0 = 0; z0 < S; z0 += ZB) {
-      if ((N & 7) == 0) {
-        float4 lo[ZB], hi[ZB];
-#pragma unroll
-        for (int u = 0; u < ZB; ++u)
-          if (z0 + u < S) {
-            const float4* src = reinterpret_cast<const float4*>(ws + (z0 + u) * MN + (i64)gm * N + gn);
-            lo[u] = __ldcg(src);
-            hi[u] = __ldcg(src + 1);
-          }
-#pragma unroll
-        for (int u = 0; u < ZB; ++u)
-          if (z0 + u < S) {
-            v[0] += lo[u].x; v[1] += lo[u].y; v[2] += lo[u].z; v[3] += lo[u].w;
-            v[4] += hi[u].x; v[5] += hi[u].y; v[6] += hi[u].z; v[7] += hi[u].w;
-          }
-        continue;
-      }
-      for (int z = z0; z < min(S, z0 + ZB); ++z) {
-        const float* src = ws + z * MN + (i64)gm * N + gn;
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (gn + e < N) v[e] += __ldcg(src + e);
-      }
-    }
-  };
-  if constexpr (NORM) {
-    norm_store<BM, NV, THREADS>(no, out, bias, M, N, m0, n0, t,
-                                [&](int, int gm, int gn, float (&v)[8]) { summed(gm, gn, v); });
-  } else if constexpr (ROPE) {
-#pragma unroll
-    for (int i = 0; i < RI; ++i) {
-      const int idx = t + i * THREADS, gm = m0 + idx / NV, gn = n0 + (idx % NV) * 8;
-      if (gm >= M || gn >= N) continue;
-      float v[8];
-      summed(gm, gn, v);
-      scale(idx / NV, v);
-      rope_store8(rope, out, gm, gn, v, bias, rin.slot[i], rin.c[i], rin.s[i]);
-    }
-  } else {
-    for (int idx = t; idx < BM * NV; idx += THREADS) {
-      const int ml = idx / NV, gm = m0 + ml, gn = n0 + (idx % NV) * 8;
-      if (gm >= M || gn >= N) continue;
-      float v[8];
-      summed(gm, gn, v);
-      scale(ml, v);
-      store_out8(out + (i64)gm * N, gn, N, v, bias);
-    }
-  }
+  if (S == 1) block_trace(tr, 4);
 }

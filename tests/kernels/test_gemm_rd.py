@@ -283,11 +283,11 @@ def test_register_direct_launch(launches, monkeypatch, kind, group):
         assert len(launches) == 2
 
 
-def test_trace_only_register_direct(launches, small):
+def test_trace_only_register_direct_and_wgmma(launches, small):
     """A trace buffer with a tile that has no traced entry (the shared-memory tiles, q4_k's register-direct
     ones) is refused before any launch."""
     x = torch.zeros(20, 256, dtype=torch.float16)
-    with pytest.raises(ValueError, match="only the register-direct q4_0 tiles"):
+    with pytest.raises(ValueError, match="only the register-direct and wgmma q4_0 tiles"):
         gemm_ops.gemm_launch(x, small["q4_0"], None, "m32", 1, trace=torch.zeros(64, 16, dtype=torch.int64))
     assert launches == []
 
@@ -499,6 +499,29 @@ def test_register_direct_traced():
             assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
     with pytest.raises(ValueError, match="packed GEMM trace: need a contiguous int64 tensor"):
         gemm_ops.gemm_launch(x, w, b, "r32", 4, trace=torch.zeros(16, 16, dtype=torch.int64, device="cuda"))
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+def test_wgmma_traced():
+    """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
+    and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count only when
+    split)."""
+    for m in (64, 37):
+        x, w, b = gpu_inputs("q4_0", m, 6144, 4096, True, SEED + m)
+        for tile, t in gemm_ops.WG_TILES.items():
+            for splits in (1, 4):
+                tr = torch.zeros(4096, 16, dtype=torch.int64, device="cuda")
+                want = gemm_ops.gemm_launch(x, w, b, tile, splits)
+                got = gemm_ops.gemm_launch(x, w, b, tile, splits, trace=tr)
+                assert torch.equal(got, want), (m, tile, splits)
+                blocks = -(-6144 // t.bn) * -(-m // t.bm) * splits
+                rows = tr[:blocks].cpu()
+                assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
+                for i in (1, 2, 3, 4, 6):
+                    assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
+                assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
 
 
 @gpu

@@ -166,8 +166,10 @@ def test_register_direct_gemm_is_sm80_only(tmp_path):
 def test_wgmma_gemm_is_sm90a_only(tmp_path):
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
-    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x, one 192-thread block per SM."""
-    names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values()]}
+    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x, one 192-thread block per SM; the traced
+    entries alike."""
+    names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values(),
+                              *gemm_ops._WG_TRACE.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
     sm70 = _sass("gemm_wg.cu", str(tmp_path))
     assert set(sm70) == names

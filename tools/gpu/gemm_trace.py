@@ -1,5 +1,6 @@
-"""Where a register-direct GEMM launch spends its time: the _trace entries of csrc/gemm_rd.cu (the
-route's tiles with per-block timestamps; gemm_ops.gemm_launch(trace=...)) on three back-to-back launches
+"""Where a register-direct or wgmma GEMM launch spends its time: the _trace entries of csrc/gemm_rd.cu and
+csrc/gemm_wg.cu (the route's tiles with per-block timestamps; gemm_ops.gemm_launch(trace=...); the wgmma
+tiles' point 2 is the first step's MMAs issued, not finished) on three back-to-back launches
 over three weight sets (distinct, so W comes from HBM; the middle launch read), per block: entry, the
 first W / x loads out and x's first step stashed, the first step done, the K loop done, the tile (or
 split-K partial) stored, the split-K count resolved, block end. Printed per case: the grid against the
@@ -39,12 +40,13 @@ def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list,
         dev = torch.device("cuda")
         tile, splits = gemm_ops.gemm_shape(m, n, k, *gemm_ops.gemm_slots("q4_0", dev),
                                            rd=gemm_ops.rd_fits("q4_0", k, dev))
-    if tile not in gemm_ops.RD_TILES:
-        raise SystemExit(f"{n}x{k} M {m}: tile {tile} has no trace entry (register-direct tiles: "
-                         f"{sorted(gemm_ops.RD_TILES)})")
+    tiles = {**gemm_ops.RD_TILES, **gemm_ops.WG_TILES}
+    if tile not in tiles:
+        raise SystemExit(f"{n}x{k} M {m}: tile {tile} has no trace entry (register-direct and wgmma tiles: "
+                         f"{sorted(tiles)})")
     ws = [packed_gpu(n, k, "q4_0", gen)] * 3 if l2 else [packed_gpu(n, k, "q4_0", gen) for _ in range(3)]
     xs = [torch.randn(m, k, device="cuda", generator=gen).half() for _ in range(3)]
-    t = gemm_ops.RD_TILES[tile]
+    t = tiles[tile]
     blocks = -(-n // t.bn) * -(-m // t.bm) * splits
     trs = [torch.zeros(blocks + 64, 16, dtype=torch.int64, device="cuda") for _ in range(3)]
     events_us = middle_of_three(lambda i: gemm_ops.gemm_launch(xs[i], ws[i], None, tile, splits, trace=trs[i]), trs)
@@ -82,7 +84,8 @@ def main(argv: list[str]) -> int:
         l2, argv = True, argv[1:]
     cases = argv or [f"{n}:{k}:{m}" for m in (32, 64) for n, k in SHAPES]
     where = "one weight set reused (from L2 where it fits)" if l2 else "weights from HBM"
-    print(f"register-direct GEMM trace, {torch.cuda.get_device_name(0)}; q4_0, {where}; measured")
+    print(f"packed GEMM trace (register-direct / wgmma tiles), {torch.cuda.get_device_name(0)}; q4_0, {where}; "
+          "measured")
     out: list = []
     for c in cases:  # N:K:M[:TILE:SPLITS]
         f = c.split(":")

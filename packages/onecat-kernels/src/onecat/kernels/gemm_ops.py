@@ -150,6 +150,8 @@ WG_CAPABILITY = (9, 0)
 _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}
 _WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
 _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
+# the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
+_WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in WG_TILES}
 
 
 class NormIn(NamedTuple):
@@ -316,7 +318,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                 glu: bool = False, rope: RopeCache | None = None, norm: NormIn | None = None,
                 row_norm: RowNorm | None = None):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
-    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (register-direct tiles only): a
+    tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (q4_0's register-direct and wgmma tiles): a
     contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
     timestamps (csrc common.cuh block_trace; tools/gpu/gemm_trace.py reads them). glu (register-direct
     tiles, no bias): `weight` is [gate | up] and the result silu(gate) * up, half as wide (the _glu
@@ -394,10 +396,10 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         if norm is not None:
             extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr())
         if trace is not None:
-            if tile not in RD_TILES or tiled or weight.kind != "q4_0":
-                raise ValueError(f"packed GEMM trace: only the register-direct q4_0 tiles {sorted(RD_TILES)} "
-                                 "have one")
-            kern = _RD_TRACE[tile]
+            if tile not in RD_TILES and tile not in WG_TILES or tiled or weight.kind != "q4_0":
+                raise ValueError(f"packed GEMM trace: only the register-direct and wgmma q4_0 tiles "
+                                 f"{sorted(RD_TILES) + sorted(WG_TILES)} have one")
+            kern = _RD_TRACE[tile] if tile in RD_TILES else _WG_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),

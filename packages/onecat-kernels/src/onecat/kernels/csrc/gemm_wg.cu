@@ -130,7 +130,8 @@ template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
-                        int steps_per_split, const RowNorm& rn = RowNorm{}, const NormOut& no = NormOut{}) {
+                        int steps_per_split, const RowNorm& rn = RowNorm{}, const NormOut& no = NormOut{},
+                        unsigned long long* tr = nullptr) {
   constexpr int NT = 64, P = 2, THREADS = 128 + 32 * P, BN = 128, BK = 128, R = PDW + 1;
   constexpr int SYNC = 128 + 32;  // threads at a stage's barriers: the warpgroup and the stage's producer
   static_assert(NS % P == 0, "a producer warp keeps its stages");
@@ -143,6 +144,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
 
+  block_trace(tr, 0);
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * NT;
   const int nch = K >> 5, nsteps = nch / 4;
@@ -273,6 +275,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         if (s_begin + u < s_end) fetch_w(rs[u], s_begin + u);
     }
     pdl_wait();
+    block_trace(tr, 1);
     for (int st0 = s_begin; st0 < s_end; st0 += R) {
 #pragma unroll
       for (int u = 0; u < R; ++u) {
@@ -288,12 +291,14 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
               bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
             group(rs[u], stage, j);
           }
+          if (st == s_begin) block_trace(tr, 2);  // the first step's MMAs issued (not waited on)
         }
       }
     }
     wg_wait<0>();
     wg_pin(acc[0]);
     wg_pin(acc[1]);
+    block_trace(tr, 3);
   }
   pdl_launch_dependents();
   __syncthreads();  // every MMA done, the stages free: the tile goes through the same shared memory
@@ -312,23 +317,32 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   }
   __syncthreads();
   gemm_epilogue<NT, BN, C_LD, THREADS, GLU, false, NORM>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block,
-                                                         nullptr, QkvRope{}, rn, no);
+                                                         tr, QkvRope{}, rn, no);
 }
 
 // gemm_wg_q4_0_w64[_glu|_norm]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per
 // SM (243 registers on sm_90a); x in two stages, W three steps ahead. _glu takes gemm_rd.cu's RowNorm after
 // steps_per_split, _norm its NormOut (gemm_epilogue.cuh; linear_norm_ops). gemm_wg_q4_0_w64b2[...]: the same tile
 // held to two blocks per SM (168 registers), W one step ahead (deeper spills: 2 steps 48-56 bytes, 3 steps 768+).
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, RN, NO, ...)                                             \
+// _trace entries (not routed; tools/gpu/gemm_trace.py, as gemm_rd.cu's): a trace pointer after the signature, and
+// common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
+// step's MMAs issued, 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, RN, NO, TR, ...)                                         \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<2, PDW, 128, GLU, NORM, BPS>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO); \
+    gemm_wg<2, PDW, 128, GLU, NORM, BPS>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO, \
+                                         TR);                                                             \
+    block_trace(TR, 6);                                                                                   \
   }
 #define GEMM_WG_KINDS(T, PDW, BPS)                                                                       \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, RowNorm{}, NormOut{}, )                         \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, GEMM_RN_ARGS, NormOut{}, GEMM_RN_PARAMS)   \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, RowNorm{}, GEMM_NORM_ARGS, GEMM_NORM_PARAMS)
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, RowNorm{}, NormOut{}, nullptr, )                \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, GEMM_RN_ARGS, NormOut{}, nullptr,          \
+                GEMM_RN_PARAMS)                                                                           \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, RowNorm{}, GEMM_NORM_ARGS, nullptr,       \
+                GEMM_NORM_PARAMS)                                                                         \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, RowNorm{}, NormOut{}, trace,            \
+                , unsigned long long* trace)
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)

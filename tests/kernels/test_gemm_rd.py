@@ -479,6 +479,16 @@ def test_wgmma_tile(tile):
         assert rel_err(out, ref_linear(x, w, b)) <= TOL, i
 
 
+def _check_trace_rows(tr: torch.Tensor, blocks: int, splits: int, tile: str) -> None:
+    """A traced launch's rows: every one of its `blocks` recorded its entry and nothing past them; each point between
+    entry and end; the split-K count only when split."""
+    rows = tr[:blocks].cpu()
+    assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
+    for i in (1, 2, 3, 4, 6):
+        assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
+    assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
+
+
 @needs_rd
 def test_register_direct_traced():
     """The _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
@@ -491,12 +501,7 @@ def test_register_direct_traced():
             want = gemm_ops.gemm_launch(x, w, b, tile, splits)
             got = gemm_ops.gemm_launch(x, w, b, tile, splits, trace=tr)
             assert torch.equal(got, want), (tile, splits)
-            blocks = -(-6144 // t.bn) * -(-29 // t.bm) * splits
-            rows = tr[:blocks].cpu()
-            assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
-            for i in (1, 2, 3, 4, 6):
-                assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
-            assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
+            _check_trace_rows(tr, -(-6144 // t.bn) * -(-29 // t.bm) * splits, splits, tile)
     with pytest.raises(ValueError, match="packed GEMM trace: need a contiguous int64 tensor"):
         gemm_ops.gemm_launch(x, w, b, "r32", 4, trace=torch.zeros(16, 16, dtype=torch.int64, device="cuda"))
 
@@ -516,12 +521,7 @@ def test_wgmma_traced():
                 want = gemm_ops.gemm_launch(x, w, b, tile, splits)
                 got = gemm_ops.gemm_launch(x, w, b, tile, splits, trace=tr)
                 assert torch.equal(got, want), (m, tile, splits)
-                blocks = -(-6144 // t.bn) * -(-m // t.bm) * splits
-                rows = tr[:blocks].cpu()
-                assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
-                for i in (1, 2, 3, 4, 6):
-                    assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
-                assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)
+                _check_trace_rows(tr, -(-6144 // t.bn) * -(-m // t.bm) * splits, splits, tile)
 
 
 @gpu

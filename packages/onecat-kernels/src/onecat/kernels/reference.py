@@ -141,8 +141,7 @@ def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.T
     sums a sub-matrix's rows in another order than the whole's once it threads (MKL with >= 4 threads; s43 saw the
     16-core GPU machine's CPU differ where the 2-core CI's did not)."""
     if isinstance(weight, RowParts):
-        biases = bias.split(weight.part_rows) if bias is not None else (None,) * len(weight.parts)
-        return torch.cat([linear(x, part, b) for part, b in zip(weight.parts, biases)], dim=-1)
+        return weight.linear_by_parts(linear, x, bias)
     if not isinstance(weight, torch.Tensor) and hasattr(weight, "dequantize"):
         n, k = weight.shape
         if getattr(weight, "row_chunked_decode", False) and n * k > _ROW_CHUNK_WEIGHTS and x.numel() <= 16 * k:

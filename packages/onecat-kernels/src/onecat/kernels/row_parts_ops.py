@@ -26,8 +26,7 @@ def supports_linear_row_parts(p: Problem) -> list[str]:
 def linear_row_parts(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
     from . import ops
 
-    biases = bias.split(weight.part_rows) if bias is not None else (None,) * len(weight.parts)
-    return torch.cat([ops.linear(x, part, b) for part, b in zip(weight.parts, biases)], dim=-1)
+    return weight.linear_by_parts(ops.linear, x, bias)
 
 
 def register(reg: KernelRegistry) -> None:

@@ -467,6 +467,12 @@ class RowParts:
     def to(self, device) -> "RowParts":
         return RowParts(tuple(p.to(device) for p in self.parts))
 
+    def linear_by_parts(self, linear, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """`linear(x, part, its rows of bias)` for each part, concatenated along N: the row_parts provider (linear =
+        ops.linear) and the torch reference (its own linear) both, so on the CPU they make the same calls."""
+        biases = bias.split(self.part_rows) if bias is not None else (None,) * len(self.parts)
+        return torch.cat([linear(x, part, b) for part, b in zip(self.parts, biases)], dim=-1)
+
     def select_rows(self, rows: slice):
         """The rows of a step-1 slice (the reference linear's row chunks): the one part's own selection when
         they fall in one part, else a RowParts of each part's share."""

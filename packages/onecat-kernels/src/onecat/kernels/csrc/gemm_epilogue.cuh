@@ -210,17 +210,21 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
 // are those of summing ws[0..S-1]). A thread takes MU (<= 4, its share of the tile) 4-column slots at once and
 // issues the loads of up to ZB splits for all of them before adding, so the last block's serial tail is
 // ~(S - 1) / ZB L2 round trips per MU slots instead of one per 8-column group; then the unsplit block's stores (one
-// path for both). Until s43 each
-// store path summed ws[0..S-1] itself, 8 columns per round trip. s43 (H100, gemm_bench, one run each, llama3-8b
-// q4_0): qkv r32 x4 / x2 at M 32 / 64 16.0 / 22.6 -> 15.6 / 22.0 us, o r32 x4 / x3 13.1 / 17.5 -> 12.9 / 17.3, down
-// r32w x8 at M 32 28.4 -> 28.1, w64 x4 at M 64 34.8 -> 35.2 (noise is ~1%): the merge is not where the split GEMMs'
-// time outside their K loops goes (fitting o / down by splits puts that at 10-14 us a w64 call, s40's table).
+// path for both). Until s43 each store path summed ws[0..S-1] itself, 8 columns per round trip. s43 (H100,
+// gemm_bench, one run each, llama3-8b q4_0): qkv r32 x4 / x2 at M 32 / 64 16.0 / 22.6 -> 15.6 / 22.0 us, o r32 x4 /
+// x3 13.1 / 17.5 -> 12.9 / 17.3, down r32w x8 at M 32 28.4 -> 28.1, w64 x4 at M 64 34.8 -> 35.2 (noise is ~1%): the
+// merge is not where the split GEMMs' time outside their K loops goes (fitting o / down by splits puts that at
+// 10-14 us a w64 call, s40's table).
 template <int BM, int BN, int C_LD, int THREADS>
 ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict__ ws, int M, int N, int m0, int n0,
                                 int t, int S, int own) {
   constexpr int NQ = BN / 4, PER = BM * NQ / THREADS, MU = PER < 1 ? 1 : PER > 4 ? 4 : PER, ZB = 4;
   const i64 MN = (i64)M * N;
   for (int base = 0; base < BM * NQ; base += MU * THREADS) {
+    auto own_slot = [&](int u) {  // slot u's 4 columns in the staged tile (this thread's only)
+      const int i = base + u * THREADS + t;
+      return cs + (i / NQ) * C_LD + (i % NQ) * 4;
+    };
     float4 acc[MU];
     i64 off[MU];  // the slot's offset in a partial (-1: outside the output)
 #pragma unroll
@@ -242,32 +246,27 @@ ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict_
         for (int dz = 0; dz < ZB; ++dz)
 #pragma unroll
           for (int u = 0; u < MU; ++u) {
-            const int i = base + u * THREADS + t;
             if (z0 + dz >= S || off[u] < 0) continue;
-            const float4 v = z0 + dz == own ? *reinterpret_cast<const float4*>(cs + (i / NQ) * C_LD + (i % NQ) * 4)
-                                            : p[dz][u];
+            const float4 v = z0 + dz == own ? *reinterpret_cast<const float4*>(own_slot(u)) : p[dz][u];
             acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
           }
       }
     } else {  // rows not 16-byte aligned in ws: element by element, the same order
 #pragma unroll
       for (int u = 0; u < MU; ++u) {
-        const int i = base + u * THREADS + t, gn = n0 + (i % NQ) * 4;
+        const int gn = n0 + ((base + u * THREADS + t) % NQ) * 4;
         if (off[u] < 0) continue;
         float v[4] = {0.f, 0.f, 0.f, 0.f};
         for (int z = 0; z < S; ++z)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            if (gn + e < N)
-              v[e] += z == own ? cs[(i / NQ) * C_LD + (i % NQ) * 4 + e] : __ldcg(ws + z * MN + off[u] + e);
+            if (gn + e < N) v[e] += z == own ? own_slot(u)[e] : __ldcg(ws + z * MN + off[u] + e);
         acc[u] = make_float4(v[0], v[1], v[2], v[3]);
       }
     }
 #pragma unroll  // a slot is read and rewritten by its own thread only
-    for (int u = 0; u < MU; ++u) {
-      const int i = base + u * THREADS + t;
-      if (off[u] >= 0) *reinterpret_cast<float4*>(cs + (i / NQ) * C_LD + (i % NQ) * 4) = acc[u];
-    }
+    for (int u = 0; u < MU; ++u)
+      if (off[u] >= 0) *reinterpret_cast<float4*>(own_slot(u)) = acc[u];
   }
   __syncthreads();  // the merged tile, before the stores read it in their own thread mapping
 }

@@ -67,7 +67,9 @@
 //    block clusters merged in distributed shared memory: a GPC holds whole clusters (28 of 12 blocks on
 //    the H200, 32 needed at batch 4), cut to fit 5-7% slower, 9% faster at batch 1 x 512 but 11% slower
 //    at 1 x 1024. s22: Q in shared memory instead of 16 registers (D 128 FP8) 1-3% slower, and so three
-//    FP8 load sets at 3 blocks per SM (168 registers, no spills) 3-6% slower.
+//    FP8 load sets at 3 blocks per SM (168 registers, no spills) 3-6% slower. s44 (H100, graphed,
+//    benchmarks/results/h200-2026-12-06-s44): s21's shared-memory staging issued right after the wait instead
+//    (FP8 2 steps, FP16 1, computed after the loop) level to 6% slower on every row.
 #include "attention_flash.cuh"
 
 #define RD_SEG 512

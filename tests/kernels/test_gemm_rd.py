@@ -446,8 +446,9 @@ def test_register_direct_rope(kind, kv):
 def test_wgmma_tile(tile):
     """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows
     past M read row M - 1), N not a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias,
-    splits incl. uneven; the GLU entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows:
-    w64b2) under CUDA-graph replay."""
+    splits incl. uneven (w64 bit-equal to w64b2: their split-K merges batch their loads differently, in the same
+    order); the GLU entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under
+    CUDA-graph replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
@@ -457,6 +458,8 @@ def test_wgmma_tile(tile):
                 got = gemm_ops.gemm_launch(x, w, b, tile, splits)
             err = rel_err(got, ref)
             assert err <= TOL, f"{tile} M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
+            if tile == "w64":  # the same partials, merged 11 slots x 2 splits at a time there, 4 x 4 in w64b2
+                assert torch.equal(got, gemm_ops.gemm_launch(x, w, b, "w64b2", splits)), (m, n, k, splits)
     for m, n, k in ((64, 28672, 4096), (37, 512, 768)):
         x, w, _ = gpu_inputs("q4_0", m, n, k, False, SEED + m)
         for splits in (1, 3):

@@ -207,18 +207,20 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
 
 // The tile's last split-K block: cs (its own partial, staged) becomes the sum of the S splits' partials in the fixed
 // order z = 0, 1, .., S - 1 (its own partial enters at z = own from cs: the value it stored to ws[own], so the bits
-// are those of summing ws[0..S-1]). A thread takes MU (<= 4, its share of the tile) 4-column slots at once and
-// issues the loads of up to ZB splits for all of them before adding, so the last block's serial tail is
-// ~(S - 1) / ZB L2 round trips per MU slots instead of one per 8-column group; then the unsplit block's stores (one
-// path for both). Until s43 each store path summed ws[0..S-1] itself, 8 columns per round trip. s43 (H100,
-// gemm_bench, one run each, llama3-8b q4_0): qkv r32 x4 / x2 at M 32 / 64 16.0 / 22.6 -> 15.6 / 22.0 us, o r32 x4 /
-// x3 13.1 / 17.5 -> 12.9 / 17.3, down r32w x8 at M 32 28.4 -> 28.1, w64 x4 at M 64 34.8 -> 35.2 (noise is ~1%): the
-// merge is not where the split GEMMs' time outside their K loops goes (fitting o / down by splits puts that at
-// 10-14 us a w64 call, s40's table).
-template <int BM, int BN, int C_LD, int THREADS>
+// are those of summing ws[0..S-1]). A thread takes MU (<= MU_MAX, its share of the tile) 4-column slots at once and
+// issues the loads of up to ZB of the other splits for all of them before adding, so the last block's serial tail
+// is ~(S - 1) / ZB L2 round trips per MU slots; then the unsplit block's stores (one path for both). MU_MAX x ZB
+// bounds the loads a thread holds: 4 x 4 (64 registers) by default, 11 x 2 in the wgmma w64 tile (one block per SM,
+// its 243 registers unchanged; 11 x 3 spilled), whose 64 x 128 tile is then one round of slots.
+// s43: each store path had summed ws[0..S-1] itself, 8 columns per round trip; merged here, gemm_bench (H100, one run
+// each, llama3-8b q4_0) qkv r32 x4 / x2 at M 32 / 64 16.0 / 22.6 -> 15.6 / 22.0 us, o r32 x4 / x3 13.1 / 17.5 -> 12.9
+// / 17.3, down r32w x8 at M 32 28.4 -> 28.1, w64 x4 at M 64 34.8 -> 35.2 (noise ~1%). s44 (H100, gemm_trace.py, the
+// same machine, benchmarks/results/h200-2026-12-06-s44/): the w64 merging block's merge at 4 x 4 took 3.5 us at x4
+// and 6.0 at x8 (3 and 6 round trips), at 11 x 2 (and only the other splits loaded) 2.5 / 3.9 us.
+template <int BM, int BN, int C_LD, int THREADS, int MU_MAX = 4, int ZB = 4>
 ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict__ ws, int M, int N, int m0, int n0,
                                 int t, int S, int own) {
-  constexpr int NQ = BN / 4, PER = BM * NQ / THREADS, MU = PER < 1 ? 1 : PER > 4 ? 4 : PER, ZB = 4;
+  constexpr int NQ = BN / 4, PER = (BM * NQ + THREADS - 1) / THREADS, MU = PER < 1 ? 1 : PER > MU_MAX ? MU_MAX : PER;
   const i64 MN = (i64)M * N;
   for (int base = 0; base < BM * NQ; base += MU * THREADS) {
     auto own_slot = [&](int u) {  // slot u's 4 columns in the staged tile (this thread's only)
@@ -233,24 +235,43 @@ ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict_
       off[u] = i < BM * NQ && gm < M && gn < N ? (i64)gm * N + gn : -1;
       acc[u] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    auto add_own = [&]() {
+#pragma unroll
+      for (int u = 0; u < MU; ++u)
+        if (off[u] >= 0) {
+          const float4 v = *reinterpret_cast<const float4*>(own_slot(u));
+          acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+        }
+    };
     if ((N & 3) == 0) {
-      for (int z0 = 0; z0 < S; z0 += ZB) {
+      // the other splits k = 0 .. S - 2 (z = k, or k + 1 from own on), ZB at a time: their loads first, then
+      // the adds in z order, the own partial entering before the first z past it
+      bool own_added = false;
+      for (int k0 = 0; k0 < S - 1; k0 += ZB) {
         float4 p[ZB][MU];
 #pragma unroll
-        for (int dz = 0; dz < ZB; ++dz)
+        for (int dk = 0; dk < ZB; ++dk) {
+          const int k = k0 + dk, z = k + (k >= own);
 #pragma unroll
           for (int u = 0; u < MU; ++u)
-            if (z0 + dz < S && z0 + dz != own && off[u] >= 0)
-              p[dz][u] = __ldcg(reinterpret_cast<const float4*>(ws + (z0 + dz) * MN + off[u]));
+            if (k < S - 1 && off[u] >= 0) p[dk][u] = __ldcg(reinterpret_cast<const float4*>(ws + z * MN + off[u]));
+        }
 #pragma unroll
-        for (int dz = 0; dz < ZB; ++dz)
-#pragma unroll
-          for (int u = 0; u < MU; ++u) {
-            if (z0 + dz >= S || off[u] < 0) continue;
-            const float4 v = z0 + dz == own ? *reinterpret_cast<const float4*>(own_slot(u)) : p[dz][u];
-            acc[u].x += v.x; acc[u].y += v.y; acc[u].z += v.z; acc[u].w += v.w;
+        for (int dk = 0; dk < ZB; ++dk) {
+          const int k = k0 + dk, z = k + (k >= own);
+          if (k >= S - 1) break;
+          if (!own_added && own < z) {
+            add_own();
+            own_added = true;
           }
+#pragma unroll
+          for (int u = 0; u < MU; ++u)
+            if (off[u] >= 0) {
+              acc[u].x += p[dk][u].x; acc[u].y += p[dk][u].y; acc[u].z += p[dk][u].z; acc[u].w += p[dk][u].w;
+            }
+        }
       }
+      if (!own_added) add_own();
     } else {  // rows not 16-byte aligned in ws: element by element, the same order
 #pragma unroll
       for (int u = 0; u < MU; ++u) {
@@ -278,7 +299,8 @@ ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict_
 // (norm_store); rn.ss set: the outputs of row ml are scaled by its RowNorm scale first (the sums, before bias).
 // Split-K (S = gridDim.z > 1): every block stores its partial to ws[z]; the tile's last block merges them into cs
 // (merge_splits) and then writes the outputs as an unsplit block does.
-template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false, bool NORM = false>
+template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false, bool NORM = false,
+          int MERGE_MU = 4, int MERGE_ZB = 4>
 ONECAT_DEVICE void gemm_epilogue(float* __restrict__ cs, __half* __restrict__ out, const __half* __restrict__ bias,
                                  float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int m0, int n0,
                                  int t, unsigned& last_block, unsigned long long* tr = nullptr,
@@ -331,7 +353,7 @@ ONECAT_DEVICE void gemm_epilogue(float* __restrict__ cs, __half* __restrict__ ou
     __syncthreads();
     block_trace(tr, 5);
     if (!last_block) return;
-    merge_splits<BM, BN, C_LD, THREADS>(cs, ws, M, N, m0, n0, t, S, blockIdx.z);
+    merge_splits<BM, BN, C_LD, THREADS, MERGE_MU, MERGE_ZB>(cs, ws, M, N, m0, n0, t, S, blockIdx.z);
   }
   if (scaled) row_norm_inv<BM, THREADS>(rn, M, m0, t, inv);
   auto staged = [&](int ml, int c, float (&v)[8]) {  // the tile's sums of row ml, columns c .. c + 7

@@ -316,8 +316,10 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
   }
   __syncthreads();
-  gemm_epilogue<NT, BN, C_LD, THREADS, GLU, false, NORM>(cs, out, bias, ws, counters, M, N, m0, n0, t, last_block,
-                                                         tr, QkvRope{}, rn, no);
+  // split-K merge (merge_splits): at one block per SM the registers allow 11 slots x 2 splits of loads in flight
+  constexpr int MERGE_MU = BPS == 1 ? 11 : 4, MERGE_ZB = BPS == 1 ? 2 : 4;
+  gemm_epilogue<NT, BN, C_LD, THREADS, GLU, false, NORM, MERGE_MU, MERGE_ZB>(cs, out, bias, ws, counters, M, N, m0, n0, t,
+                                                                           last_block, tr, QkvRope{}, rn, no);
 }
 
 // gemm_wg_q4_0_w64[_glu|_norm]: gemm_rd.cu's launch signature (qh, gchunks unused); 192 threads, one block per

@@ -53,21 +53,6 @@ def test_shape_formats_and_decode():
     assert isinstance(moved, RowParts) and torch.equal(moved.dequantize(), want)
 
 
-def test_select_rows():
-    """Inside one part: that part's own selection; across parts: a RowParts of each one's share."""
-    w = _mixed()
-    full = w.dequantize()
-    inside = w.select_rows(slice(70, 90))
-    assert isinstance(inside, GGUFWeight) and torch.equal(inside.dequantize(), full[70:90])
-    across = w.select_rows(slice(60, 100))
-    assert isinstance(across, RowParts) and across.part_rows == (4, 32, 4)
-    assert torch.equal(across.dequantize(), full[60:100])
-    assert torch.equal(w.select_rows(slice(96, None)), w.parts[2])
-    for bad in (slice(0, 10, 2), slice(5, 5), torch.tensor([1, 2])):
-        with pytest.raises(ValueError, match="non-empty slice of step 1"):
-            w.select_rows(bad)
-
-
 def _packed_qkv(k: int = 512) -> RowParts:
     g = _gen(1)
     return RowParts((random_packed(96, k, "q4_k", g), random_packed(32, k, "q6_k", g)))

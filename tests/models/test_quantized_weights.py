@@ -204,10 +204,10 @@ def test_reference_linear_decodes_row_parts_part_by_part_in_row_chunks(monkeypat
     x, bias = torch.randn(2, 256, generator=gen), torch.randn(2036, generator=gen)
     assert w.parts[0].row_chunked_decode
     chunks, whole = [], []
-    select_rows, select_whole = GGMLWeight.select_rows, RowParts.select_rows
+    select_rows, decode_whole = GGMLWeight.select_rows, RowParts.dequantize
     monkeypatch.setattr(GGMLWeight, "select_rows", lambda self, rows: chunks.append((self.shape, rows)) or
                         select_rows(self, rows))
-    monkeypatch.setattr(RowParts, "select_rows", lambda self, rows: whole.append(rows) or select_whole(self, rows))
+    monkeypatch.setattr(RowParts, "dequantize", lambda self, *a: whole.append(a) or decode_whole(self, *a))
     got = ref.linear(x, w, bias)
     assert not whole
     assert chunks == [((1500, 256), slice(0, 1024)), ((1500, 256), slice(1024, 1500))]  # the small part: whole

@@ -425,7 +425,7 @@ class RowParts:
     branches on formats and a fused op sees the whole projection (ops' problem facts: format "row_parts"
     and `parts`, each part's (format, rows)). ops.linear runs each part through its own provider
     (row_parts_ops); the torch reference goes part by part too (reference.linear: the same calls, so the same bits on
-    any CPU), and `dequantize` / `select_rows` decode the concatenation for whoever needs it whole.
+    any CPU), and `dequantize` decodes the concatenation for whoever needs it whole.
     """
 
     parts: tuple
@@ -472,20 +472,6 @@ class RowParts:
         ops.linear) and the torch reference (its own linear) both, so on the CPU they make the same calls."""
         biases = bias.split(self.part_rows) if bias is not None else (None,) * len(self.parts)
         return torch.cat([linear(x, part, b) for part, b in zip(self.parts, biases)], dim=-1)
-
-    def select_rows(self, rows: slice):
-        """The rows of a step-1 slice (the reference linear's row chunks): the one part's own selection when
-        they fall in one part, else a RowParts of each part's share."""
-        start, stop, step = rows.indices(self.shape[0]) if isinstance(rows, slice) else (0, 0, 0)
-        if step != 1 or start >= stop:
-            raise ValueError(f"RowParts.select_rows takes a non-empty slice of step 1, got {rows!r}")
-        pieces, base = [], 0
-        for part, n in zip(self.parts, self.part_rows):
-            lo, hi = max(start, base) - base, min(stop, base + n) - base
-            if lo < hi:
-                pieces.append(part[lo:hi] if isinstance(part, torch.Tensor) else part.select_rows(slice(lo, hi)))
-            base += n
-        return pieces[0] if len(pieces) == 1 else RowParts(tuple(pieces))
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """[N, K] in `dtype`: each part's decode (a dense part converted), concatenated."""

@@ -220,7 +220,7 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
 template <int BM, int BN, int C_LD, int THREADS, int MU_MAX = 4, int ZB = 4>
 ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict__ ws, int M, int N, int m0, int n0,
                                 int t, int S, int own) {
-  constexpr int NQ = BN / 4, PER = (BM * NQ + THREADS - 1) / THREADS, MU = PER < 1 ? 1 : PER > MU_MAX ? MU_MAX : PER;
+  constexpr int NQ = BN / 4, PER = (BM * NQ + THREADS - 1) / THREADS, MU = PER < MU_MAX ? PER : MU_MAX;
   const i64 MN = (i64)M * N;
   for (int base = 0; base < BM * NQ; base += MU * THREADS) {
     auto own_slot = [&](int u) {  // slot u's 4 columns in the staged tile (this thread's only)

@@ -1,6 +1,6 @@
 """Where a register-direct or wgmma GEMM launch spends its time: the _trace entries of csrc/gemm_rd.cu and
 csrc/gemm_wg.cu (the route's tiles with per-block timestamps; gemm_ops.gemm_launch(trace=...); the wgmma
-tiles' point 2 is the first step's MMAs issued, not finished) on three back-to-back launches
+tiles' point 2 is the first step's MMAs issued, not finished; w64b2 records none) on three back-to-back launches
 over three weight sets (distinct, so W comes from HBM; the middle launch read), per block: entry, the
 first W / x loads out and x's first step stashed, the first step done, the K loop done, the tile (or
 split-K partial) stored, the split-K count resolved, block end. Printed per case: the grid against the
@@ -60,6 +60,8 @@ def run(n: int, k: int, m: int, tile: str | None, splits: int | None, out: list,
           f"0 .. {(int(rows[:, 0].max()) - t0) / 1e3:.1f} us")
     print("\n".join(points(rows, POINTS)))
     names = [("wait + first loads", 0, 1), ("first step", 1, 2), ("K loop", 2, 3), ("store", 3, 4)]
+    if not bool((rows[:, 2] != 0).any()):  # w64b2 records no point 2 (csrc/gemm_wg.cu: it would serialize its wgmma)
+        names[1:3] = [("first step + K loop", 1, 3)]
     if splits > 1:
         names += [("count", 4, 5), ("after the count", 5, 6)]
     print("  per block (clock64 at %.0f MHz, min / median / max us): " % clock

@@ -291,7 +291,9 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
               bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
             group(rs[u], stage, j);
           }
-          if (st == s_begin) block_trace(tr, 2);  // the first step's MMAs issued (not waited on)
+          // the first step's MMAs issued (not waited on). Not on the two-block tile: there this store inside the
+          // wgmma pipeline made ptxas serialize every wgmma of the _trace entry (C7513; s44's w64b2 traces ran so)
+          if (BPS == 1 && st == s_begin) block_trace(tr, 2);
         }
       }
     }
@@ -328,7 +330,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // held to two blocks per SM (168 registers), W one step ahead (deeper spills: 2 steps 48-56 bytes, 3 steps 768+).
 // _trace entries (not routed; tools/gpu/gemm_trace.py, as gemm_rd.cu's): a trace pointer after the signature, and
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
-// step's MMAs issued, 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
+// step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
 #define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, RN, NO, TR, ...)                                         \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \

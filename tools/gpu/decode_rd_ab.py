@@ -11,7 +11,8 @@ A kernel `rd_<form>p<N>` (e.g. rd_w4p2) forces the form and plans its partitions
 per SM instead of the form's own count (split_kv_plan's one wave): fewer partitions than the SMs hold
 (N below it) leave slots for the next call's blocks; more (N above it) queue a second wave behind the
 first that fills the slowest blocks' tail (s26, benchmarks/results/h200-2026-12-01-s26: every such plan
-lost 9-45% to the route's on #5's and G3's rows).
+lost 9-45% to the route's on #5's and G3's rows). `rd_<form>m<K>` (or `rd_<form>p<N>m<K>`) plans partitions of
+at least K keys instead of attention_ops.MIN_PART: fewer partials to merge where the keys are few (batch 1).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import sys
 
 import torch
@@ -43,33 +45,37 @@ KERNELS = {"volta": attention_ops.paged_attention, "rd": attention_ops.paged_att
            **{f"rd_{f}": functools.partial(attention_ops.paged_attention_rd, form=f) for f in ("w4", "w1", "deep")}}
 
 
-def planned(form: str, per_sm: int):
-    """paged_attention_rd with `form` forced and its split planned for `per_sm` blocks per SM."""
+def planned(form: str, per_sm: int | None, min_part: int | None = None):
+    """paged_attention_rd with `form` forced and its split planned for `per_sm` blocks per SM (None: the form's
+    own) with partitions of at least `min_part` keys (None: MIN_PART)."""
     def attend(query, key_cache, *rest, **kw):
         key = (form, query.shape[-1])
-        saved = attention_ops.DECODE_RD_FORMS[key]
-        attention_ops.DECODE_RD_FORMS[key] = (*saved[:2], per_sm)
+        saved, saved_min = attention_ops.DECODE_RD_FORMS[key], attention_ops.MIN_PART
+        if per_sm is not None:
+            attention_ops.DECODE_RD_FORMS[key] = (*saved[:2], per_sm)
+        if min_part is not None:
+            attention_ops.MIN_PART = min_part
         try:
             return attention_ops.paged_attention_rd(query, key_cache, *rest, form=form, **kw)
         finally:
-            attention_ops.DECODE_RD_FORMS[key] = saved
+            attention_ops.DECODE_RD_FORMS[key], attention_ops.MIN_PART = saved, saved_min
     return attend
 
 
 def kernel(name: str):
     if name in KERNELS:
         return KERNELS[name]
-    form, _, n = name.removeprefix("rd_").rpartition("p")
-    if not name.startswith("rd_") or not n.isdigit() or form not in ("w4", "w1", "deep"):
-        raise SystemExit(f"unknown kernel {name!r}: one of {', '.join(KERNELS)} or rd_<w4|w1|deep>p<N>")
-    return planned(form, int(n))
+    m = re.fullmatch(r"rd_(w4|w1|deep)(?:p(\d+))?(?:m(\d+))?", name)
+    if not m or not (m.group(2) or m.group(3)):
+        raise SystemExit(f"unknown kernel {name!r}: one of {', '.join(KERNELS)} or rd_<w4|w1|deep>[p<N>][m<K>]")
+    return planned(m.group(1), int(m.group(2)) if m.group(2) else None, int(m.group(3)) if m.group(3) else None)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
     ap.add_argument("--graphed", action="store_true", help="time each row as a decode graph runs it (decode_row graphed)")
-    ap.add_argument("--kernels", default="volta,rd,rd_w1", help=f"comma-separated, of {','.join(KERNELS)} or rd_<form>p<N>")
+    ap.add_argument("--kernels", default="volta,rd,rd_w1", help=f"comma-separated, of {','.join(KERNELS)} or rd_<form>[p<N>][m<K>]")
     ap.add_argument("--rows", default="", help="comma-separated row indices (default all)")
     args = ap.parse_args()
     kernels = {k: kernel(k) for k in args.kernels.split(",")}

@@ -127,6 +127,30 @@ def test_completions_batch_and_logprobs(client, llm):
         assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0
 
 
+def test_completions_echo_with_logprobs(client, llm):
+    """echo with logprobs (how lm-evaluation-harness scores a continuation): the prompt's tokens come first, the
+    first without a logprob, each other with its logprob given the tokens before it (the model's: the engine's
+    prompt_logprobs), then the generated tokens'; streamed chunks join to the same lists."""
+    prompt = "The capital of France is Paris. The capital of Italy is"
+    ids = llm.tokenizer.encode(prompt)
+    args = dict(model=llm.model_name, prompt=prompt, max_tokens=3, temperature=0, logprobs=2, echo=True,
+                extra_body={"ignore_eos": True})
+    r = client.completions.create(**args)
+    lp = r.choices[0].logprobs
+    assert r.choices[0].text.startswith(prompt) and r.usage.prompt_tokens == len(ids)
+    assert len(lp.tokens) == len(ids) + 3 and lp.tokens[:len(ids)] == llm.tokenizer.convert_ids_to_tokens(ids)
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None and lp.text_offset[0] == 0
+    assert all(x <= 0 for x in lp.token_logprobs[1:]) and all(1 <= len(t) <= 3 for t in lp.top_logprobs[1:])
+    assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[len(ids)] == len(prompt)
+    plain = client.completions.create(**(args | {"echo": False}))  # the generated part is the same
+    assert lp.token_logprobs[len(ids):] == plain.choices[0].logprobs.token_logprobs
+    stream = [c for c in client.completions.create(**args, stream=True) if c.choices]
+    joined = [t for c in stream for t in c.choices[0].logprobs.token_logprobs]
+    assert "".join(c.choices[0].text for c in stream) == r.choices[0].text
+    assert joined == lp.token_logprobs
+    assert [t for c in stream for t in c.choices[0].logprobs.text_offset] == lp.text_offset
+
+
 def test_chat_logprobs(client, llm):
     r = chat(client, llm, max_tokens=4, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
@@ -248,7 +272,7 @@ BAD_COMPLETION = {
     "token id out of range": {"prompt": [10 ** 9]},
     "prompt longer than the context": {"prompt": [1] * 9000},
     "logprobs as bool": {"prompt": "hi", "logprobs": True},
-    "echo with logprobs": {"prompt": "hi", "echo": True, "logprobs": 1},
+    "logprobs over 20": {"prompt": "hi", "echo": True, "logprobs": 21},
     "unknown model": {"prompt": "hi", "model": "nope"},
     "max_tokens 0": {"prompt": "hi", "max_tokens": 0},
 }

@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
-from .outputs import RequestOutput, TokenLogprobs
+from .outputs import Logprob, RequestOutput, TokenLogprobs
 from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
                        ChatCompletionResponse, ChatLogprobs, ChatResponseMessage, CompletionChoice,
                        CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, ErrorInfo,
@@ -143,10 +143,12 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         runs = [Run(llm, metrics, p, params, f"{request_id}-{i}") for i, p in enumerate(prompts)]
         await start_all(runs)  # the engine has checked the token ids: decoding them is safe
         texts = [p if isinstance(p, str) else llm.tokenizer.decode(p) for p in prompts] if req.echo else None
+        token_str = llm.tokenizer.convert_ids_to_tokens
         if req.stream:
-            return EngineStream(sse(stream_completion(req, runs, texts, request_id, llm.model_name)))
+            return EngineStream(sse(stream_completion(req, runs, texts, request_id, llm.model_name, token_str)))
         finals = await unless_disconnected(request, asyncio.gather(*(r.last() for r in runs)))
-        return JSONResponse(completion_response(req, finals, texts, request_id, llm.model_name).model_dump())
+        return JSONResponse(completion_response(req, finals, texts, request_id, llm.model_name,
+                                                token_str).model_dump())
 
     # -- request -> engine input ---------------------------------------------------------------------
     def check_model(name: str | None) -> None:  # OpenAI answers 404 here; we answer 400 (bad input)
@@ -360,11 +362,13 @@ def chat_logprobs(lps: list[TokenLogprobs], top_n: int) -> ChatLogprobs:
     return ChatLogprobs(content=content)
 
 
-def completion_logprobs(lps: list[TokenLogprobs], offset: int) -> CompletionLogprobs:
-    out = CompletionLogprobs()
+def completion_logprobs(lps: list[TokenLogprobs], offset: int,
+                        out: CompletionLogprobs | None = None) -> CompletionLogprobs:
+    """The completions API's logprobs of `lps` (appended to `out` when given), text offsets from `offset`."""
+    out = out if out is not None else CompletionLogprobs()
     for t in lps:
         out.tokens.append(t.chosen.token)
-        out.token_logprobs.append(_finite(t.chosen.logprob))
+        out.token_logprobs.append(None if t.chosen.logprob is None else _finite(t.chosen.logprob))
         out.top_logprobs.append({x.token: _finite(x.logprob) for x in t.top} or None)
         out.text_offset.append(offset)
         offset += len(t.chosen.token)
@@ -403,30 +407,48 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
         yield chunk([], usage([run.last_out]))
 
 
+def echo_logprobs(out: RequestOutput, token_str) -> CompletionLogprobs:
+    """echo with logprobs: the prompt's tokens first, each with its logprob given those before it (the first
+    token has none), text offsets from 0. token_str: ids -> token strings (the tokenizer's)."""
+    lps = out.prompt_logprobs or []  # (none if the request ended before its prompt was computed)
+    first = out.prompt_token_ids[0]
+    return completion_logprobs([TokenLogprobs(Logprob(first, token_str([first])[0], None))] + lps[1:], 0)
+
+
 def completion_response(req: CompletionRequest, finals: list[RequestOutput], prompt_texts: list[str] | None,
-                        request_id: str, model: str) -> CompletionResponse:
+                        request_id: str, model: str, token_str=None) -> CompletionResponse:
     choices = []
     for p, final in enumerate(finals):
         prefix = prompt_texts[p] if prompt_texts else ""
         for o in final.outputs:
-            lps = completion_logprobs(o.logprobs or [], len(prefix)) if req.logprobs is not None else None
+            lps = None
+            if req.logprobs is not None:
+                head = echo_logprobs(final, token_str) if prompt_texts else None
+                lps = completion_logprobs(o.logprobs or [], len(prefix), head)
             choices.append(CompletionChoice(index=p * req.n + o.index, text=prefix + o.text, logprobs=lps,
                                             finish_reason=o.finish_reason, stop_reason=o.stop_reason))
     return CompletionResponse(id=request_id, model=model, choices=choices, usage=usage(finals))
 
 
 async def stream_completion(req: CompletionRequest, runs: list[Run], prompt_texts: list[str] | None,
-                            request_id: str, model: str) -> AsyncIterator[CompletionResponse]:
+                            request_id: str, model: str, token_str=None) -> AsyncIterator[CompletionResponse]:
     created, n = int(time.time()), req.n
     sent = Deltas(len(runs) * n, prefixes=[t for t in prompt_texts for _ in range(n)] if prompt_texts else None)
+    echoed = set()  # echo with logprobs: the choices whose prompt logprobs went out (with their first chunk)
     async with aclosing(merge(runs)) as outs:
         async for p, out in outs:
             choices = []
             for o in out.outputs:
                 i = p * n + o.index
+                if req.logprobs is not None and prompt_texts and out.prompt_logprobs is None:
+                    continue  # echo with logprobs: the prompt's come first, once the engine has them (n > 1)
                 if (d := sent.next(i, o.text, o.logprobs, o.finish_reason)) is not None:
                     text, lps, offset = d
-                    logprobs = completion_logprobs(lps, offset) if req.logprobs is not None else None
+                    logprobs = None
+                    if req.logprobs is not None:
+                        head = echo_logprobs(out, token_str) if prompt_texts and i not in echoed else None
+                        echoed.add(i)
+                        logprobs = completion_logprobs(lps, offset, head)
                     choices.append(CompletionChoice(index=i, text=text, logprobs=logprobs,
                                                     finish_reason=o.finish_reason))
             if choices:

@@ -32,6 +32,7 @@ class _Group:
     seqs: list[Request]
     detoks: list[IncrementalDetokenizer]
     arrival_time: float
+    prompt_logprobs: list[TokenLogprobs | None] | None = None  # converted once the first sequence's prompt is done
 
 
 class LLMEngine:
@@ -90,8 +91,9 @@ class LLMEngine:
         seqs, detoks = [], []
         for i in range(params.n):
             p = params
-            if params.n > 1:
-                p = replace(params, n=1, seed=None if params.seed is None else params.seed + i)
+            if params.n > 1:  # (the prompt's logprobs: the first sequence computes them for all)
+                p = replace(params, n=1, seed=None if params.seed is None else params.seed + i,
+                            prompt_logprobs=params.prompt_logprobs if i == 0 else None)
             sid = request_id if params.n == 1 else f"{request_id}#{i}"
             seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival))
             detoks.append(IncrementalDetokenizer(self.tokenizer, ids, p))
@@ -237,19 +239,25 @@ class LLMEngine:
                 finish_reason=req.status.value if done else None, stop_reason=req.stop_reason,
                 logprobs=self._logprobs(req) if req.params.logprobs is not None else None))
         first = [r.first_token_time for r in group.seqs if r.first_token_time]
+        head = group.seqs[0]  # (with n > 1 the first sequence computes the prompt's logprobs)
+        if group.prompt_logprobs is None and head.prompt_logprobs is not None and all(head.prompt_logprobs[1:]):
+            group.prompt_logprobs = self._prompt_logprobs(head)
         return RequestOutput(group.request_id, group.prompt_token_ids, comps,
                              finished=all(c.finish_reason for c in comps),
-                             num_cached_tokens=group.seqs[0].num_cached_tokens,
+                             num_cached_tokens=head.num_cached_tokens, prompt_logprobs=group.prompt_logprobs,
                              metrics={"arrival_time": group.arrival_time,
                                       "first_token_time": min(first) if first else None})
 
     def _logprobs(self, req: Request) -> list[TokenLogprobs]:
+        return [self._token_logprobs(token_id, lp) for token_id, lp in zip(req.output_token_ids, req.output_logprobs)]
+
+    def _prompt_logprobs(self, req: Request) -> list[TokenLogprobs | None]:
+        return [None] + [self._token_logprobs(lp.token_id, lp) for lp in req.prompt_logprobs[1:]]
+
+    def _token_logprobs(self, token_id: int, lp) -> TokenLogprobs:
         tok = self.tokenizer.convert_ids_to_tokens
-        res = []
-        for token_id, lp in zip(req.output_token_ids, req.output_logprobs):
-            top = [Logprob(i, t, v) for (i, v), t in zip(lp.top or [], tok([i for i, _ in lp.top or []]))]
-            res.append(TokenLogprobs(Logprob(token_id, tok([token_id])[0], lp.logprob), top))
-        return res
+        top = [Logprob(i, t, v) for (i, v), t in zip(lp.top or [], tok([i for i, _ in lp.top or []]))]
+        return TokenLogprobs(Logprob(token_id, tok([token_id])[0], lp.logprob), top)
 
     def stats(self) -> dict:
         return {

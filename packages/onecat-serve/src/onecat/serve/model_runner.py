@@ -19,10 +19,12 @@ from onecat.models.loader import LoadedModel, load_model
 from .config import CacheConfig, EngineConfig
 from .cuda_graph import DecodeGraphs, GraphCaptureRefused
 from .request import PLACEHOLDER
-from .sampler import SampleRow, sample, sample_on_device, sample_with_drafts
+from .sampler import SampleRow, prompt_token_logprobs, sample, sample_on_device, sample_with_drafts
 from .scheduler import SchedulerOutput
 
 log = logging.getLogger(__name__)
+
+PROMPT_LOGPROBS_ROWS = 256  # prompt positions per LM-head call for prompt logprobs (a [rows, vocab] fp32 block each)
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 KV_DTYPES = {**DTYPES, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
@@ -240,6 +242,7 @@ class ModelRunner:
         if self.keep_hidden:
             self.last_hidden = {s.request.request_id: (s.start_pos, hidden[qsl[i]:qsl[i + 1]])
                                 for i, s in enumerate(out.scheduled)}
+        self._prompt_logprobs(out, hidden, qsl)
         sampling = [s for s in out.scheduled if s.sample]
         if not sampling:
             return {}
@@ -265,6 +268,22 @@ class ModelRunner:
                 toks = sample_with_drafts(rows, self.sample_row(req), s.draft_token_ids, probs)
                 result[req.request_id] = [(t.token_id, _lp(t)) for t in toks]
         return result
+
+    def _prompt_logprobs(self, out: SchedulerOutput, hidden: torch.Tensor, qsl: list[int]) -> None:
+        """Requests that asked for prompt logprobs: the logits at each prompt position this step fed, but the last
+        (it predicts the first generated token), give the next prompt token's logprob, written into
+        request.prompt_logprobs at that token's position (a preempted request recomputes the same entries)."""
+        for i, s in enumerate(out.scheduled):
+            req = s.request
+            if req.prompt_logprobs is None:
+                continue
+            end = min(s.start_pos + len(s.token_ids), req.num_prompt_tokens - 1)
+            for a in range(s.start_pos, end, PROMPT_LOGPROBS_ROWS):
+                b = min(a + PROMPT_LOGPROBS_ROWS, end)
+                rows = hidden[qsl[i] + a - s.start_pos:qsl[i] + b - s.start_pos]
+                lps = prompt_token_logprobs(self.model.compute_logits(rows), req.prompt_token_ids[a + 1:b + 1],
+                                            req.params.prompt_logprobs)
+                req.prompt_logprobs[a + 1:b + 1] = lps
 
     @torch.inference_mode()
     def execute_async(self, out: SchedulerOutput, prev: InFlight | None) -> InFlight:

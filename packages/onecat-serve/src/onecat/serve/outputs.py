@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 class Logprob:
     token_id: int
     token: str
-    logprob: float
+    logprob: float | None  # None: a prompt's first token (nothing before it to predict it)
 
 
 @dataclass
@@ -37,4 +37,7 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    # SamplingParams.prompt_logprobs: per prompt token its logprob given the tokens before it (None for the first),
+    # once the prompt has been computed (None before, and when not asked)
+    prompt_logprobs: list[TokenLogprobs | None] | None = None
     metrics: dict = field(default_factory=dict)  # arrival/first-token/finish times (time.monotonic)

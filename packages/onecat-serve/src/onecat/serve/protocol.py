@@ -5,6 +5,7 @@ OpenAI-compatible servers do. `to_sampling_params` maps a request onto the engin
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
@@ -107,9 +108,10 @@ class CompletionRequest(_SamplingFields):
         return list(self.prompt)
 
     def to_sampling_params(self) -> SamplingParams:
-        if self.echo and self.logprobs is not None:
-            raise ValueError("echo together with logprobs is not supported")
-        return self._sampling(self.max_tokens, self.logprobs)
+        params = self._sampling(self.max_tokens, self.logprobs)
+        if self.echo and self.logprobs is not None:  # the echoed prompt's tokens come with their logprobs too
+            params = replace(params, prompt_logprobs=self.logprobs)
+        return params
 
 
 class CompletionLogprobs(_Response):

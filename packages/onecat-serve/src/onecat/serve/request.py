@@ -35,6 +35,9 @@ class Request:
         self.all_token_ids = list(prompt_token_ids)
         self.output_token_ids: list[int] = []
         self.output_logprobs: list = []
+        # params.prompt_logprobs: per prompt position p, the logprob of prompt token p given those before it (a
+        # SampledToken, set by the runner when the prefill computes position p - 1); position 0 stays None
+        self.prompt_logprobs: list | None = None if params.prompt_logprobs is None else [None] * len(prompt_token_ids)
         self.num_computed_tokens = 0  # tokens whose KV is in the cache
         self.num_cached_tokens = 0  # prompt tokens found in the prefix cache at first schedule
         self.status = RequestStatus.WAITING

@@ -88,6 +88,17 @@ def _with_logprobs(tok: SampledToken, raw: torch.Tensor, p: SamplingParams) -> S
     return tok
 
 
+def prompt_token_logprobs(logits: torch.Tensor, targets: list[int], k: int) -> list[SampledToken]:
+    """logits [T, V] at T prompt positions, targets: the prompt token after each. Per position the target's logprob
+    and the top k (raw logits, as the generated tokens' logprobs are)."""
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    chosen = lp.gather(1, torch.tensor(targets, device=lp.device)[:, None])[:, 0].tolist()
+    if k == 0:
+        return [SampledToken(t, v) for t, v in zip(targets, chosen)]
+    vals, ids = torch.topk(lp, k, dim=-1)
+    return [SampledToken(t, v, list(zip(i, w))) for t, v, i, w in zip(targets, chosen, ids.tolist(), vals.tolist())]
+
+
 def processed_probs(raw: torch.Tensor, row: SampleRow) -> torch.Tensor:
     """The distribution a sampled request draws from: penalties, temperature, then the `sample`
     op's filters (min-p, top-k, top-p), renormalized."""

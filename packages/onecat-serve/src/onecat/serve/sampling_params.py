@@ -24,7 +24,7 @@ class SamplingParams:
     ignore_eos: bool = False
     include_stop_str_in_output: bool = False
     logprobs: int | None = None  # number of top logprobs per generated token (0: only the chosen one)
-    prompt_logprobs: int | None = None
+    prompt_logprobs: int | None = None  # logprob of every prompt token given the ones before it, and this many top
     skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
@@ -64,6 +64,8 @@ class SamplingParams:
             bad(f"min_tokens must be in [0, max_tokens], got {self.min_tokens}")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be in [0, 20], got {self.logprobs}")
+        if self.prompt_logprobs is not None and not 0 <= self.prompt_logprobs <= 20:
+            bad(f"prompt_logprobs must be in [0, 20], got {self.prompt_logprobs}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             bad("stop must be a non-empty string or a list of non-empty strings")
         if len(self.stop) > 16:

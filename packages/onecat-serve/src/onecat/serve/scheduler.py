@@ -94,7 +94,7 @@ class Scheduler:
                and len(self.running) < self.config.max_num_seqs):
             req = self.waiting[0]
             hits, num_hit = ([], 0)
-            if req.num_computed_tokens == 0:
+            if req.num_computed_tokens == 0 and req.prompt_logprobs is None:  # (prompt logprobs: every position runs)
                 hits, num_hit = self.kv.get_computed_blocks(req)
             n = req.num_tokens - num_hit
             if n > budget:

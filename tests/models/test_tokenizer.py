@@ -72,6 +72,8 @@ def test_smollm2_edge_cases(text, smollm2_tokenizer, smollm2_hf_tokenizer, smoll
     ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
     assert smollm2_tokenizer.decode(ids) == text
     assert smollm2_tokenizer.convert_ids_to_tokens(ids) == smollm2_hf_tokenizer.convert_ids_to_tokens(ids)
+    # logprobs' token strings: each id decoded alone, as vLLM spells them (transformers' decode of one id)
+    assert smollm2_tokenizer.token_texts(ids) == [smollm2_hf_tokenizer.decode([i]) for i in ids]
     for skip in (True, False):
         assert smollm2_tokenizer.decode(ids, skip_special_tokens=skip) == smollm2_hf_tokenizer.decode(
             ids, skip_special_tokens=skip)
@@ -269,6 +271,8 @@ def test_sentencepiece_vocabulary_matches_sentencepiece_and_transformers(arch, a
     assert ours == [sp.encode(line) for line in held_out]  # SentencePiece itself, byte fallback included
     assert all(tok.decode(ids) == line for ids, line in zip(ours, held_out))
     assert any(tok.convert_ids_to_tokens(ids)[-1].startswith("<0x") for ids in ours)
+    some = [i for ids in ours[:50] for i in ids]
+    assert tok.token_texts(some) == [tok.decode([i]) for i in some]  # logprobs' spelling: each id alone
     assert tok.encode("Hi")[0] == tok.bos_token_id == sp.bos_id() and tok.eos_token_ids == [sp.eos_id()]
 
     # transformers agrees, except that its GGUF loader does not double a leading space: for " x" with

@@ -138,7 +138,7 @@ def test_completions_echo_with_logprobs(client, llm):
     r = client.completions.create(**args)
     lp = r.choices[0].logprobs
     assert r.choices[0].text.startswith(prompt) and r.usage.prompt_tokens == len(ids)
-    assert len(lp.tokens) == len(ids) + 3 and lp.tokens[:len(ids)] == llm.tokenizer.convert_ids_to_tokens(ids)
+    assert len(lp.tokens) == len(ids) + 3 and lp.tokens[:len(ids)] == llm.tokenizer.token_texts(ids)
     assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None and lp.text_offset[0] == 0
     assert all(x <= 0 for x in lp.token_logprobs[1:]) and all(1 <= len(t) <= 3 for t in lp.top_logprobs[1:])
     assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[len(ids)] == len(prompt)

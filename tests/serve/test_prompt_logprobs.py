@@ -44,7 +44,7 @@ def check(out, llm, ids: list[int], k: int) -> None:
     for t in lps[1:]:
         assert len(t.top) == k and all(a.logprob >= b.logprob for a, b in zip(t.top, t.top[1:]))
         assert not t.top or t.top[0].logprob >= t.chosen.logprob - 1e-5  # the best is at least as likely
-        assert t.chosen.token == llm.tokenizer.convert_ids_to_tokens([t.chosen.token_id])[0]
+        assert t.chosen.token == llm.tokenizer.decode([t.chosen.token_id])
 
 
 def test_prompt_logprobs_are_the_models_scores(llm):

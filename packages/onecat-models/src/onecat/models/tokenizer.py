@@ -209,6 +209,11 @@ class Tokenizer:
         generation) come out as U+FFFD, as in transformers; no tokenization-space clean-up."""
         return self.backend.decode(self._checked_ids(ids), skip_special_tokens=skip_special_tokens)
 
+    def token_texts(self, ids: list[int]) -> list[str]:
+        """Each id's text decoded on its own (' world' for 'Ġworld'; U+FFFD for a piece of a UTF-8 character),
+        special tokens kept: how vLLM spells the tokens of logprobs."""
+        return self.backend.decode_batch([[i] for i in self._checked_ids(ids)], skip_special_tokens=False)
+
     def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
         """The vocabulary entries of `ids`, spelled as stored (e.g. 'Ġworld', '▁world', '<0x0A>')."""
         ids = self._checked_ids(ids)

@@ -143,7 +143,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         runs = [Run(llm, metrics, p, params, f"{request_id}-{i}") for i, p in enumerate(prompts)]
         await start_all(runs)  # the engine has checked the token ids: decoding them is safe
         texts = [p if isinstance(p, str) else llm.tokenizer.decode(p) for p in prompts] if req.echo else None
-        token_str = llm.tokenizer.convert_ids_to_tokens
+        token_str = llm.tokenizer.token_texts
         if req.stream:
             return EngineStream(sse(stream_completion(req, runs, texts, request_id, llm.model_name, token_str)))
         finals = await unless_disconnected(request, asyncio.gather(*(r.last() for r in runs)))

@@ -255,7 +255,7 @@ class LLMEngine:
         return [None] + [self._token_logprobs(lp.token_id, lp) for lp in req.prompt_logprobs[1:]]
 
     def _token_logprobs(self, token_id: int, lp) -> TokenLogprobs:
-        tok = self.tokenizer.convert_ids_to_tokens
+        tok = self.tokenizer.token_texts
         top = [Logprob(i, t, v) for (i, v), t in zip(lp.top or [], tok([i for i, _ in lp.top or []]))]
         return TokenLogprobs(Logprob(token_id, tok([token_id])[0], lp.logprob), top)
 

@@ -151,6 +151,27 @@ def test_completions_echo_with_logprobs(client, llm):
     assert [t for c in stream for t in c.choices[0].logprobs.text_offset] == lp.text_offset
 
 
+def test_structured_outputs(client, llm):
+    """response_format json_object / json_schema (OpenAI) and structured_outputs (vLLM's) hold the output to them,
+    streamed or not."""
+    population = {"type": "integer", "minimum": 0, "maximum": 10**8}
+    schema = {"type": "object", "additionalProperties": False, "required": ["city", "population"],
+              "properties": {"city": {"enum": ["Paris", "Lyon"]}, "population": population}}
+    r = chat(client, llm, max_tokens=64, response_format={"type": "json_schema",
+                                                          "json_schema": {"name": "city", "schema": schema}})
+    v = json.loads(r.choices[0].message.content)
+    assert r.choices[0].finish_reason == "stop" and v["city"] in ("Paris", "Lyon") and isinstance(v["population"], int)
+    person = [{"role": "user", "content": "Describe a person as JSON with a name, an age and a city."}]
+    obj = chat(client, llm, messages=person, max_tokens=200, response_format={"type": "json_object"})
+    assert obj.choices[0].finish_reason == "stop" and isinstance(json.loads(obj.choices[0].message.content), dict)
+    form = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
+    streamed = chat(client, llm, max_tokens=64, stream=True, response_format=form)
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == r.choices[0].message.content
+    c = client.completions.create(model=llm.model_name, prompt="Is the sky blue? Answer:", max_tokens=8,
+                                  temperature=0, extra_body={"structured_outputs": {"choice": [" yes", " no"]}})
+    assert c.choices[0].text in (" yes", " no") and c.choices[0].finish_reason == "stop"
+
+
 def test_chat_logprobs(client, llm):
     r = chat(client, llm, max_tokens=4, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
@@ -259,6 +280,13 @@ BAD_CHAT = {
     "stop wrong type": msgs(stop=5),
     "seed beyond int64": msgs(seed=2**70),
     "top_logprobs without logprobs": msgs(top_logprobs=2),
+    "response_format unknown type": msgs(response_format={"type": "xml"}),
+    "json_schema without a schema": msgs(response_format={"type": "json_schema", "json_schema": {"name": "x"}}),
+    "json_schema xgrammar refuses": msgs(response_format={"type": "json_schema",
+                                                          "json_schema": {"name": "x", "schema": {"type": "nope"}}}),
+    "response_format and structured_outputs": msgs(response_format={"type": "json_object"},
+                                                   structured_outputs={"regex": "a+"}),
+    "structured_outputs with two": msgs(structured_outputs={"regex": "a+", "choice": ["a"]}),
     "unknown model": msgs(model="gpt-4o"),
     "prompt longer than the context": msgs(messages=[{"role": "user", "content": "hello " * 9000}]),
     "too long, streaming": msgs(messages=[{"role": "user", "content": "hello " * 9000}], stream=True),

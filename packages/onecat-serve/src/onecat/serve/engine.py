@@ -50,6 +50,7 @@ class LLMEngine:
         self.model_name = self.config.model.served_model_name or _model_name(self.runner.loaded)
         self.proposer = make_proposer(self.config, self.runner)
         self._inflight = None  # asynchronous scheduling: the launched step whose tokens are not here yet
+        self._grammars = None  # structured outputs: a structured.GrammarCompiler, built at the first such request
 
     # -- requests -----------------------------------------------------------------------------
     def encode_prompt(self, prompt: str | list[int]) -> list[int]:
@@ -86,6 +87,7 @@ class LLMEngine:
         if request_id in self.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
         ids = self.check_request(prompt, params)
+        compiled = self._compile(params.structured_outputs) if params.structured_outputs is not None else None
         max_tokens = params.max_tokens or self.max_model_len - len(ids)
         arrival = arrival_time if arrival_time is not None else time.monotonic()
         seqs, detoks = [], []
@@ -96,12 +98,22 @@ class LLMEngine:
                             prompt_logprobs=params.prompt_logprobs if i == 0 else None)
             sid = request_id if params.n == 1 else f"{request_id}#{i}"
             seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival))
+            if compiled is not None:
+                seqs[-1].grammar = self._grammars.matcher(compiled)
             detoks.append(IncrementalDetokenizer(self.tokenizer, ids, p))
         self.groups[request_id] = _Group(request_id, ids, seqs, detoks, arrival)
         self.seq_group.update((s.request_id, request_id) for s in seqs)
         for s in seqs:
             self.scheduler.add(s)
         return ids
+
+    def _compile(self, so):
+        """The compiled grammar of a request's structured output (ValueError, API-ready, if it has none)."""
+        if self._grammars is None:
+            from .structured import GrammarCompiler
+
+            self._grammars = GrammarCompiler(self.tokenizer, self.spec.vocab_size)
+        return self._grammars.compile(so)
 
     def abort_request(self, request_id: str) -> None:
         group = self.groups.pop(request_id, None)
@@ -184,7 +196,7 @@ class LLMEngine:
         model_drafter = getattr(self.proposer, "needs_chooser", False)
         reqs, asks = [], []
         for req in self.scheduler.running:
-            if req.num_computed_tokens == req.num_tokens - 1 and not req.spec_token_ids:
+            if req.grammar is None and req.num_computed_tokens == req.num_tokens - 1 and not req.spec_token_ids:
                 room = min(k, self.max_model_len - req.num_tokens, req.max_tokens - req.num_output_tokens - 1)
                 if room <= 0:
                     continue

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from .sampling_params import SamplingParams
+from .structured import StructuredOutputs
 
 
 class _Request(BaseModel):
@@ -48,6 +49,30 @@ class StreamOptions(_Request):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Request):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Request):
+    """OpenAI's response_format: text (no constraint), json_object (an object), json_schema (that schema)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class StructuredOutputsRequest(_Request):
+    """vLLM's structured_outputs extension: exactly one of these."""
+
+    json_: dict | str | None = Field(None, alias="json")
+    json_object: bool | None = None
+    regex: str | None = None
+    choice: list[str] | None = None
+    grammar: str | None = None
+
+
 class _SamplingFields(_Request):
     """What completions and chat requests share."""
 
@@ -70,6 +95,23 @@ class _SamplingFields(_Request):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None  # accepted and ignored
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputsRequest | None = None
+
+    def _structured(self) -> StructuredOutputs | None:
+        rf, so = self.response_format, self.structured_outputs
+        if so is not None:
+            if rf is not None and rf.type != "text":
+                raise ValueError("give response_format or structured_outputs, not both")
+            return StructuredOutputs(json=so.json_, json_object=bool(so.json_object), regex=so.regex,
+                                     choice=so.choice, grammar=so.grammar)
+        if rf is None or rf.type == "text":
+            return None
+        if rf.type == "json_object":
+            return StructuredOutputs(json_object=True)
+        if rf.json_schema is None or rf.json_schema.schema_ is None:
+            raise ValueError('response_format json_schema needs "json_schema": {"name": ..., "schema": {...}}')
+        return StructuredOutputs(json=rf.json_schema.schema_)
 
     def _sampling(self, max_tokens: int | None, logprobs: int | None) -> SamplingParams:
         def pick(value, default):
@@ -84,7 +126,7 @@ class _SamplingFields(_Request):
             max_tokens=max_tokens, min_tokens=self.min_tokens, stop=pick(self.stop, []),
             stop_token_ids=pick(self.stop_token_ids, []), ignore_eos=self.ignore_eos,
             include_stop_str_in_output=self.include_stop_str_in_output, logprobs=logprobs,
-            skip_special_tokens=self.skip_special_tokens)
+            skip_special_tokens=self.skip_special_tokens, structured_outputs=self._structured())
 
     @property
     def include_usage(self) -> bool:

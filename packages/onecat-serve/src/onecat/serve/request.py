@@ -49,6 +49,7 @@ class Request:
         self.spec_probs = None  # their draft distribution [k, V], None for deterministic drafters
         self.last_spec: tuple[int, int] | None = None  # (drafts verified, accepted) in the last step
         self.num_placeholders = 0  # trailing tokens sampled on the GPU whose values are not here yet
+        self.grammar = None  # params.structured_outputs: its structured.Grammar (the engine sets it)
 
     @property
     def num_tokens(self) -> int:
@@ -65,6 +66,8 @@ class Request:
     def append_output_token(self, token_id: int, logprobs=None) -> None:
         self.output_token_ids.append(token_id)
         self.all_token_ids.append(token_id)
+        if self.grammar is not None:
+            self.grammar.accept(token_id)
         if logprobs is not None:
             self.output_logprobs.append(logprobs)
         if self.first_token_time is None:

@@ -32,6 +32,7 @@ class SampleRow:
     generator: torch.Generator | None
     stop_ids_until_min: frozenset[int]  # ids banned while fewer than min_tokens are out
     seed: int = 0  # the request's seed (explicit or drawn once): keys the `sample` op's draws
+    grammar: object = None  # structured output: a structured.Grammar, whose refused tokens get -inf first
 
 
 @dataclass
@@ -43,6 +44,8 @@ class SampledToken:
 
 def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
     p = row.params
+    if row.grammar is not None:
+        row.grammar.mask_(logits)
     if p.repetition_penalty != 1.0:
         seen = torch.tensor(sorted(set(row.prompt_token_ids) | set(row.output_token_ids)),
                             dtype=torch.long, device=logits.device)
@@ -60,7 +63,8 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
 def _changes_logits(row: SampleRow) -> bool:
     """Whether penalties or the min_tokens ban touch this row's logits this step."""
     p = row.params
-    return (p.repetition_penalty != 1.0 or bool((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
+    return (row.grammar is not None or p.repetition_penalty != 1.0
+            or bool((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
             or bool(row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
 
 
@@ -157,7 +161,7 @@ def value_free(params) -> bool:
     asynchronous scheduling needs, since the last token is still on the GPU when the next step is
     prepared. Penalties read the values; logprobs go back to the host with each token."""
     return (params.logprobs is None and params.prompt_logprobs is None and params.repetition_penalty == 1.0
-            and not params.frequency_penalty and not params.presence_penalty)
+            and not params.frequency_penalty and not params.presence_penalty and params.structured_outputs is None)
 
 
 def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tensor:

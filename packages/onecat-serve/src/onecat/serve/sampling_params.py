@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .structured import StructuredOutputs
+
 
 @dataclass
 class SamplingParams:
@@ -26,6 +28,7 @@ class SamplingParams:
     logprobs: int | None = None  # number of top logprobs per generated token (0: only the chosen one)
     prompt_logprobs: int | None = None  # logprob of every prompt token given the ones before it, and this many top
     skip_special_tokens: bool = True
+    structured_outputs: StructuredOutputs | None = None  # the output must match a JSON schema, regex, ... (xgrammar)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):

@@ -209,6 +209,9 @@ class Scheduler:
     def _check_token_stop(self, req: Request, token: int) -> None:
         """Stops at `token`, the request's newest known token (placeholders after it not counted)."""
         p = req.params
+        if req.grammar is not None and req.grammar.terminated:  # the structured output is complete
+            req.status = RequestStatus.FINISHED_STOPPED
+            return
         if req.num_known_output_tokens >= p.min_tokens:
             if token in p.stop_token_ids:
                 req.status, req.stop_reason = RequestStatus.FINISHED_STOPPED, token

@@ -172,6 +172,14 @@ def test_structured_outputs(client, llm):
     assert c.choices[0].text in (" yes", " no") and c.choices[0].finish_reason == "stop"
 
 
+def test_logit_bias(client, llm):
+    banana = llm.tokenizer.encode(" banana", add_special_tokens=False)
+    assert len(banana) == 1
+    r = client.completions.create(model=llm.model_name, prompt="The capital of France is", max_tokens=3,
+                                  temperature=0, logit_bias={str(banana[0]): 100})
+    assert r.choices[0].text == " banana" * 3
+
+
 def test_chat_logprobs(client, llm):
     r = chat(client, llm, max_tokens=4, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
@@ -303,6 +311,9 @@ BAD_COMPLETION = {
     "logprobs over 20": {"prompt": "hi", "echo": True, "logprobs": 21},
     "unknown model": {"prompt": "hi", "model": "nope"},
     "max_tokens 0": {"prompt": "hi", "max_tokens": 0},
+    "logit_bias key not an id": {"prompt": "hi", "logit_bias": {"hi": 5}},
+    "logit_bias beyond 100": {"prompt": "hi", "logit_bias": {"5": 101}},
+    "logit_bias id out of range": {"prompt": "hi", "logit_bias": {str(10**9): 5}},
 }
 
 

@@ -1,5 +1,6 @@
 """onecat.serve.sampler: the batched plain-greedy path picks what the row-by-row path picks."""
 
+import pytest
 import torch
 
 from onecat.serve.sampler import SampleRow, _plain_greedy, apply_penalties, processed_probs, sample
@@ -88,3 +89,20 @@ def test_fp16_logits_as_a_decode_graph_returns_them():
     got, want = sample(logits, mixed), sample(logits.float(), mixed)
     assert [(t.token_id, t.logprob) for t in got] == [(t.token_id, t.logprob) for t in want]
     assert got[1].logprob is not None
+
+
+def test_logit_bias_moves_the_pick_and_is_checked():
+    """OpenAI's logit_bias: added to the logits before anything else reads them (greedy and sampled rows, the
+    batched path included); keys must be token ids and values within [-100, 100]."""
+    logits = torch.zeros(2, 50)
+    logits[:, 3] = 5.0
+    rows = [_row(temperature=0.0, logit_bias={7: 6.0}), _row(temperature=0.0, logit_bias={3: -100})]
+    assert not _plain_greedy(rows[0])
+    picked = [t.token_id for t in sample(logits, rows)]
+    assert picked[0] == 7 and picked[1] != 3
+    assert apply_penalties(logits[0].clone(), rows[0])[7] == 6.0
+    hot = _row(temperature=1.0, logit_bias={11: 100})
+    assert [t.token_id for t in sample(torch.zeros(1, 50), [hot])] == [11]
+    for bad in ({-1: 1.0}, {"3": 1.0}, {3: 101}, {3: float("nan")}, {True: 1.0}):
+        with pytest.raises(ValueError, match="logit_bias"):
+            SamplingParams(logit_bias=bad)

@@ -76,6 +76,9 @@ class LLMEngine:
     def check_request(self, prompt: str | list[int], params: SamplingParams) -> list[int]:
         """Tokenize and validate prompt and limits together; raises ValueError (API-ready)."""
         ids = self.encode_prompt(prompt)
+        outside = [t for t in params.logit_bias or {} if t >= self.spec.vocab_size]
+        if outside:
+            raise ValueError(f"logit_bias token id {outside[0]} is out of range [0, {self.spec.vocab_size})")
         room = self.max_model_len - len(ids)
         if params.max_tokens is not None and params.max_tokens > room:
             raise ValueError(f"max_tokens={params.max_tokens} plus the prompt's {len(ids)} tokens exceeds this "

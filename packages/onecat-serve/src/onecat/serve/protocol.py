@@ -97,6 +97,15 @@ class _SamplingFields(_Request):
     user: str | None = None  # accepted and ignored
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsRequest | None = None
+    logit_bias: dict[str, float] | None = None  # token id (as JSON writes keys: a string) -> bias
+
+    def _logit_bias(self) -> dict[int, float] | None:
+        if not self.logit_bias:
+            return None
+        bad = [k for k in self.logit_bias if not k.isdigit()]
+        if bad:
+            raise ValueError(f"logit_bias keys must be token ids, got {bad[0]!r}")
+        return {int(k): v for k, v in self.logit_bias.items()}
 
     def _structured(self) -> StructuredOutputs | None:
         rf, so = self.response_format, self.structured_outputs
@@ -126,7 +135,8 @@ class _SamplingFields(_Request):
             max_tokens=max_tokens, min_tokens=self.min_tokens, stop=pick(self.stop, []),
             stop_token_ids=pick(self.stop_token_ids, []), ignore_eos=self.ignore_eos,
             include_stop_str_in_output=self.include_stop_str_in_output, logprobs=logprobs,
-            skip_special_tokens=self.skip_special_tokens, structured_outputs=self._structured())
+            skip_special_tokens=self.skip_special_tokens, structured_outputs=self._structured(),
+            logit_bias=self._logit_bias())
 
     @property
     def include_usage(self) -> bool:

@@ -46,6 +46,9 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
     p = row.params
     if row.grammar is not None:
         row.grammar.mask_(logits)
+    if p.logit_bias:
+        ids = torch.tensor(list(p.logit_bias), dtype=torch.long, device=logits.device)
+        logits[ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype, device=logits.device)
     if p.repetition_penalty != 1.0:
         seen = torch.tensor(sorted(set(row.prompt_token_ids) | set(row.output_token_ids)),
                             dtype=torch.long, device=logits.device)
@@ -63,7 +66,7 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
 def _changes_logits(row: SampleRow) -> bool:
     """Whether penalties or the min_tokens ban touch this row's logits this step."""
     p = row.params
-    return (row.grammar is not None or p.repetition_penalty != 1.0
+    return (row.grammar is not None or bool(p.logit_bias) or p.repetition_penalty != 1.0
             or bool((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
             or bool(row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
 

@@ -29,6 +29,7 @@ class SamplingParams:
     prompt_logprobs: int | None = None  # logprob of every prompt token given the ones before it, and this many top
     skip_special_tokens: bool = True
     structured_outputs: StructuredOutputs | None = None  # the output must match a JSON schema, regex, ... (xgrammar)
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit (OpenAI's, in [-100, 100])
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -69,6 +70,11 @@ class SamplingParams:
             bad(f"logprobs must be in [0, 20], got {self.logprobs}")
         if self.prompt_logprobs is not None and not 0 <= self.prompt_logprobs <= 20:
             bad(f"prompt_logprobs must be in [0, 20], got {self.prompt_logprobs}")
+        for tid, bias in (self.logit_bias or {}).items():
+            if not isinstance(tid, int) or isinstance(tid, bool) or tid < 0:
+                bad(f"logit_bias keys must be token ids (integers >= 0), got {tid!r}")
+            if not isinstance(bias, (int, float)) or isinstance(bias, bool) or not -100 <= bias <= 100:
+                bad(f"logit_bias values must be numbers in [-100, 100], got {bias!r} for token {tid}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             bad("stop must be a non-empty string or a list of non-empty strings")
         if len(self.stop) > 16:

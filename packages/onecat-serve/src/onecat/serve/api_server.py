@@ -32,11 +32,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
+from . import tool_calls
 from .outputs import Logprob, RequestOutput, TokenLogprobs
 from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
                        ChatCompletionResponse, ChatLogprobs, ChatResponseMessage, CompletionChoice,
-                       CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, ErrorInfo,
-                       ErrorResponse, ModelCard, ModelList, TokenLogprob, TopLogprob, Usage, validation_message)
+                       CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, DeltaToolCall,
+                       ErrorInfo, ErrorResponse, FunctionCall, ModelCard, ModelList, TokenLogprob, ToolCall,
+                       TopLogprob, Usage, validation_message)
 from .sampling_params import SamplingParams
 
 logger = logging.getLogger("onecat.serve")
@@ -159,7 +161,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     def chat_prompt(req: ChatCompletionRequest) -> list[int]:
         messages = api_values(req.template_messages)
         return api_values(lambda: llm.tokenizer.apply_chat_template(  # the template writes BOS, if any
-            messages, add_generation_prompt=req.add_generation_prompt, tokenize=True))
+            messages, add_generation_prompt=req.add_generation_prompt, tokenize=True, tools=req.template_tools()))
 
     return app
 
@@ -375,11 +377,26 @@ def completion_logprobs(lps: list[TokenLogprobs], offset: int,
     return out
 
 
+def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None) -> tuple[ChatResponseMessage, str | None]:
+    """A finished choice's message and finish reason: its text, or (tool_choice required / named) its tool calls
+    (tool_calls.parse; a reply cut short stays text)."""
+    calls = tool_calls.parse(text, req) if tool_calls.mode(req) else None
+    if calls is None:
+        return ChatResponseMessage(content=text), finish_reason
+    made = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=n, arguments=a)) for n, a in calls]
+    if tool_calls.mode(req) == "required" and finish_reason == "stop":  # (a named call keeps "stop", as vLLM)
+        finish_reason = "tool_calls"
+    return ChatResponseMessage(content=None, tool_calls=made), finish_reason
+
+
 def chat_response(req: ChatCompletionRequest, final: RequestOutput, request_id: str,
                   model: str) -> ChatCompletionResponse:
-    choices = [ChatChoice(index=o.index, message=ChatResponseMessage(content=o.text),
-                          logprobs=chat_logprobs(o.logprobs or [], req.top_logprobs or 0) if req.logprobs else None,
-                          finish_reason=o.finish_reason, stop_reason=o.stop_reason) for o in final.outputs]
+    choices = []
+    for o in final.outputs:
+        message, finish = reply(req, o.text, o.finish_reason)
+        choices.append(ChatChoice(index=o.index, message=message, finish_reason=finish, stop_reason=o.stop_reason,
+                                  logprobs=chat_logprobs(o.logprobs or [], req.top_logprobs or 0) if req.logprobs
+                                  else None))
     return ChatCompletionResponse(id=request_id, model=model, choices=choices, usage=usage([final]))
 
 
@@ -392,15 +409,23 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
 
     yield chunk([ChatChunkChoice(index=i, delta=DeltaMessage(role="assistant", content="")) for i in range(n)])
     sent = Deltas(n)
+    calling = tool_calls.mode(req) is not None  # the calls go out whole with the choice's last chunk
     async with aclosing(run.outputs()) as outs:
         async for out in outs:
             choices = []
             for o in out.outputs:
+                if calling and o.finish_reason is None:
+                    continue
                 if (d := sent.next(o.index, o.text, o.logprobs, o.finish_reason)) is not None:
                     text, lps, _ = d
                     logprobs = chat_logprobs(lps, req.top_logprobs or 0) if req.logprobs else None
-                    choices.append(ChatChunkChoice(index=o.index, delta=DeltaMessage(content=text),
-                                                   logprobs=logprobs, finish_reason=o.finish_reason))
+                    delta, finish = DeltaMessage(content=text), o.finish_reason
+                    if calling:
+                        message, finish = reply(req, o.text, o.finish_reason)
+                        calls = [DeltaToolCall(index=i, **c.model_dump()) for i, c in enumerate(message.tool_calls)]
+                        delta = DeltaMessage(content=message.content, tool_calls=calls or None)
+                    choices.append(ChatChunkChoice(index=o.index, delta=delta, logprobs=logprobs,
+                                                   finish_reason=finish))
             if choices:
                 yield chunk(choices)
     if req.include_usage and run.last_out is not None:

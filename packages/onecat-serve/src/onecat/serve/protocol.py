@@ -4,12 +4,14 @@ OpenAI-compatible servers do. `to_sampling_params` maps a request onto the engin
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from . import tool_calls
 from .sampling_params import SamplingParams
 from .structured import StructuredOutputs
 
@@ -202,10 +204,36 @@ class TextPart(_Request):
     text: str
 
 
+class FunctionCallIn(_Request):
+    name: str
+    arguments: str
+
+
+class ToolCallIn(_Request):  # an assistant turn's tool call in the history
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
 class ChatMessage(_Request):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None  # assistant
+    tool_call_id: str | None = None  # tool
+
+    def template_dict(self) -> dict:
+        """The message as chat templates read it (tool calls with their arguments parsed, as transformers'
+        templates expect)."""
+        d = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.function.name, "arguments": _arguments(c.function.arguments)}} for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
 
     def text(self) -> str:
         if self.content is None:
@@ -215,6 +243,34 @@ class ChatMessage(_Request):
         return "".join(p.text for p in self.content)
 
 
+def _arguments(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # not JSON: the template gets the string as sent
+
+
+class FunctionDef(_Request):
+    name: str
+    description: str | None = None
+    parameters: dict | None = None  # a JSON schema
+    strict: bool | None = None
+
+
+class ChatTool(_Request):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Request):
+    name: str
+
+
+class NamedToolChoice(_Request):
+    type: Literal["function"]
+    function: NamedFunction
+
+
 class ChatCompletionRequest(_SamplingFields):
     messages: list[ChatMessage]
     max_tokens: int | None = None  # None: up to the context length
@@ -222,18 +278,31 @@ class ChatCompletionRequest(_SamplingFields):
     logprobs: bool = False
     top_logprobs: int | None = None
     add_generation_prompt: bool = True
+    tools: list[ChatTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
 
     def template_messages(self) -> list[dict]:
         if not self.messages:
             raise ValueError("messages must contain at least one message")
-        return [{"role": m.role, "content": m.text()} for m in self.messages]
+        return [m.template_dict() for m in self.messages]
+
+    def template_tools(self) -> list[dict] | None:
+        return [t.model_dump(exclude_none=True) for t in self.tools] if self.tools else None
 
     def to_sampling_params(self) -> SamplingParams:
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs=true")
         max_tokens = self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
         logprobs = (self.top_logprobs or 0) if self.logprobs else None
-        return self._sampling(max_tokens, logprobs)
+        params = self._sampling(max_tokens, logprobs)
+        forced = tool_calls.constraint(self)
+        if forced is not None:
+            if params.structured_outputs is not None:
+                raise ValueError("tool_choice required / a named function decodes the calls' JSON itself: "
+                                 "drop response_format / structured_outputs")
+            params = replace(params, structured_outputs=forced)
+        return params
 
 
 class TopLogprob(_Response):
@@ -253,9 +322,25 @@ class ChatLogprobs(_Response):
     content: list[TokenLogprob] | None = None
 
 
+class FunctionCall(_Response):
+    name: str
+    arguments: str  # JSON
+
+
+class ToolCall(_Response):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class DeltaToolCall(ToolCall):
+    index: int
+
+
 class ChatResponseMessage(_Response):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
 class ChatChoice(_Response):
@@ -278,6 +363,7 @@ class ChatCompletionResponse(_Response):
 class DeltaMessage(_Response):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler):  # {"content": "x"}, as OpenAI sends it, not {"role": null, ...}

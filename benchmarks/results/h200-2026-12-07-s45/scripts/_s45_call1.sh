@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # s45 call 1 (carry .whl): the GEMM test files not re-run on a GPU since c363e10 (merge_splits' 4 x 4 instantiation in
 # the register-direct and Volta tiles; test_gemm_rd also holds the traced entries, w64b2 now without point 2), then the
-# w64b2 gate_up trace without the wgmma serialization s44's trace had (C7513), then w64 vs r32 on qkv / o at M 48 / 64.
+# w64b2 gate_up trace without the wgmma serialization s44's trace had (C7513). (w64 vs r32 on qkv / o: left for later,
+# the device time being short.)
 set -u
 FINAL=$OUT
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
@@ -11,6 +12,3 @@ timeout 280 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_rd.
 echo "gemm tests rc=$? at ${SECONDS}s: $(tail -1 $FINAL/gemm-tests.txt)"
 timeout 90 python3 tools/gpu/gemm_trace.py 28672:4096:64 4096:14336:64 > $FINAL/trace.txt 2>&1
 echo "trace rc=$? at ${SECONDS}s"; grep -E "^[0-9]|per block|merging" $FINAL/trace.txt
-timeout $((560 - SECONDS)) python3 tools/gpu/gemm_bench.py --formats q4_0 --m 48,64 --shapes 6144x4096,4096x4096 \
-  --tiles w64,r32 --splits 1,2,3,4 --no-cublas --iters 20 --budget 150 > $FINAL/bench.txt 2>&1
-echo "bench rc=$? at ${SECONDS}s"; tail -12 $FINAL/bench.txt

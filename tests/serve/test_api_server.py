@@ -13,22 +13,20 @@ import openai
 import pytest
 
 from onecat.serve.api_server import build_app
-from onecat.serve.async_llm import AsyncLLM
-from onecat.serve.config import EngineConfig, ServerConfig
+from onecat.serve.config import ServerConfig
 
 KEY = "sekret-key"
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="module")
-def llm():
-    return AsyncLLM.from_config(EngineConfig(), progress=False)
+def llm(api_llm):  # (tests/serve/conftest.py)
+    return api_llm
 
 
 @pytest.fixture(scope="module")
-def server(llm, serve_app):
-    with serve_app(build_app(llm, ServerConfig())) as s:
-        yield s
+def server(api_server):
+    return api_server
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +37,8 @@ def keyed_server(llm, server, serve_app):
 
 
 @pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+def client(api_client):
+    return api_client
 
 
 def chat(client, llm, **kw):

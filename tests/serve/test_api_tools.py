@@ -7,12 +7,7 @@ from __future__ import annotations
 import json
 
 import httpx
-import openai
 import pytest
-
-from onecat.serve.api_server import build_app
-from onecat.serve.async_llm import AsyncLLM
-from onecat.serve.config import EngineConfig, ServerConfig
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
@@ -24,25 +19,9 @@ TIME = {"type": "function", "function": {
 ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 
-@pytest.fixture(scope="module")
-def llm():
-    return AsyncLLM.from_config(EngineConfig(), progress=False)
-
-
-@pytest.fixture(scope="module")
-def server(llm, serve_app):
-    with serve_app(build_app(llm, ServerConfig())) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
-
-
-def ask(client, llm, **kw):
-    args = dict(model=llm.model_name, messages=ASK, temperature=0, max_tokens=64, tools=[WEATHER, TIME])
-    return client.chat.completions.create(**(args | kw))
+def ask(api_client, api_llm, **kw):
+    args = dict(model=api_llm.model_name, messages=ASK, temperature=0, max_tokens=64, tools=[WEATHER, TIME])
+    return api_client.chat.completions.create(**(args | kw))
 
 
 def valid(call) -> bool:
@@ -52,36 +31,36 @@ def valid(call) -> bool:
     return call.function.name == "get_time" and args in ({"tz": "UTC"}, {"tz": "CET"})
 
 
-def test_named_function(client, llm):
-    r = ask(client, llm, tool_choice={"type": "function", "function": {"name": "get_weather"}})
+def test_named_function(api_client, api_llm):
+    r = ask(api_client, api_llm, tool_choice={"type": "function", "function": {"name": "get_weather"}})
     m = r.choices[0].message
     assert m.content is None and len(m.tool_calls) == 1 and r.choices[0].finish_reason == "stop"
     assert m.tool_calls[0].function.name == "get_weather" and valid(m.tool_calls[0])
     assert m.tool_calls[0].id.startswith("call_") and m.tool_calls[0].type == "function"
 
 
-def test_required_streamed_and_not(client, llm):
-    r = ask(client, llm, tool_choice="required")
+def test_required_streamed_and_not(api_client, api_llm):
+    r = ask(api_client, api_llm, tool_choice="required")
     calls = r.choices[0].message.tool_calls
     assert r.choices[0].finish_reason == "tool_calls" and calls and all(valid(c) for c in calls)
-    chunks = [c for c in ask(client, llm, tool_choice="required", stream=True) if c.choices]
+    chunks = [c for c in ask(api_client, api_llm, tool_choice="required", stream=True) if c.choices]
     streamed = [t for c in chunks for t in (c.choices[0].delta.tool_calls or [])]
     assert [(t.function.name, t.function.arguments) for t in streamed] == [
         (c.function.name, c.function.arguments) for c in calls]
     assert [t.index for t in streamed] == list(range(len(calls)))
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
-    one = ask(client, llm, tool_choice="required", parallel_tool_calls=False, temperature=1.0, seed=4, n=3)
+    one = ask(api_client, api_llm, tool_choice="required", parallel_tool_calls=False, temperature=1.0, seed=4, n=3)
     assert all(len(c.message.tool_calls) == 1 and valid(c.message.tool_calls[0]) for c in one.choices)
 
 
-def test_none_is_text_and_history_with_calls_is_taken(client, llm):
-    r = ask(client, llm, tool_choice="none")
+def test_none_is_text_and_history_with_calls_is_taken(api_client, api_llm):
+    r = ask(api_client, api_llm, tool_choice="none")
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
     history = ASK + [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "get_weather",
                                                           "arguments": '{"city": "Paris", "unit": "c"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, sunny"}]
-    r = ask(client, llm, messages=history, tool_choice="none")
+    r = ask(api_client, api_llm, messages=history, tool_choice="none")
     assert r.choices[0].message.content
 
 
@@ -98,8 +77,8 @@ BAD = {
 
 
 @pytest.mark.parametrize("extra, msg", BAD.values(), ids=BAD.keys())
-def test_bad_tool_requests(server, llm, extra, msg):
+def test_bad_tool_requests(api_server, api_llm, extra, msg):
     body = {"messages": ASK, "max_tokens": 4, "tools": [WEATHER, TIME]} | extra
-    r = httpx.post(server.url + "/v1/chat/completions", json={k: v for k, v in body.items() if v is not None},
+    r = httpx.post(api_server.url + "/v1/chat/completions", json={k: v for k, v in body.items() if v is not None},
                    timeout=60)
     assert r.status_code == 400 and msg in r.json()["error"]["message"], r.text

@@ -309,6 +309,8 @@ BAD_COMPLETION = {
     "logprobs over 20": {"prompt": "hi", "echo": True, "logprobs": 21},
     "unknown model": {"prompt": "hi", "model": "nope"},
     "max_tokens 0": {"prompt": "hi", "max_tokens": 0},
+    "suffix": {"prompt": "def f(", "suffix": "    return x"},
+    "best_of above n": {"prompt": "hi", "best_of": 3},
     "logit_bias key not an id": {"prompt": "hi", "logit_bias": {"hi": 5}},
     "logit_bias beyond 100": {"prompt": "hi", "logit_bias": {"5": 101}},
     "logit_bias id out of range": {"prompt": "hi", "logit_bias": {str(10**9): 5}},
@@ -334,6 +336,21 @@ def test_bad_chat_request(server, body):
 def test_bad_completion_request(server, body):
     r = httpx.post(server.url + "/v1/completions", json=body, timeout=60)
     assert_openai_error(r, 400)
+
+
+def test_tokenize_and_detokenize(server, llm):
+    """vLLM's /tokenize (a prompt, or messages through the chat template) and /detokenize."""
+    prompt = "The capital of France is"
+    r = httpx.post(server.url + "/tokenize", json={"prompt": prompt}).json()
+    assert r == {"count": len(r["tokens"]), "max_model_len": llm.max_model_len, "tokens": llm.tokenizer.encode(prompt)}
+    chat = httpx.post(server.url + "/tokenize", json={"messages": FRANCE}).json()
+    assert chat["tokens"] == llm.tokenizer.apply_chat_template(FRANCE, add_generation_prompt=True, tokenize=True)
+    back = httpx.post(server.url + "/detokenize", json={"tokens": chat["tokens"]}).json()
+    assert back == {"prompt": llm.tokenizer.decode(chat["tokens"])}
+    for route, body in (("/tokenize", {}), ("/tokenize", {"prompt": "a", "messages": FRANCE}),
+                        ("/detokenize", {"tokens": [10**9]}), ("/detokenize", {"tokens": "abc"}),
+                        ("/tokenize", {"prompt": "a", "model": "other"})):
+        assert_openai_error(httpx.post(server.url + route, json=body), 400)
 
 
 def test_unknown_model_names_param(server):

@@ -38,7 +38,8 @@ from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCom
                        ChatCompletionResponse, ChatLogprobs, ChatResponseMessage, CompletionChoice,
                        CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, DeltaToolCall,
                        ErrorInfo, ErrorResponse, FunctionCall, ModelCard, ModelList, TokenLogprob, ToolCall,
-                       TopLogprob, Usage, validation_message)
+                       TokenizeRequest, TokenizeResponse, DetokenizeRequest, DetokenizeResponse, TopLogprob, Usage,
+                       validation_message)
 from .sampling_params import SamplingParams
 
 logger = logging.getLogger("onecat.serve")
@@ -121,6 +122,27 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     @app.get("/metrics", dependencies=auth)
     async def metrics_route() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.post("/tokenize", dependencies=auth)
+    async def tokenize(request: Request) -> JSONResponse:
+        req = await parse_body(request, TokenizeRequest)
+        check_model(req.model)
+        if (req.prompt is None) == (req.messages is None):
+            raise APIError("give exactly one of prompt and messages")
+        tok = llm.tokenizer
+        if req.messages is not None:
+            text = api_values(lambda: tok.apply_chat_template([m.template_dict() for m in req.messages],
+                                                              add_generation_prompt=req.add_generation_prompt))
+            ids = tok.encode(text, add_special_tokens=bool(req.add_special_tokens))
+        else:
+            ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens is not False)
+        return JSONResponse(TokenizeResponse(count=len(ids), max_model_len=llm.max_model_len, tokens=ids).model_dump())
+
+    @app.post("/detokenize", dependencies=auth)
+    async def detokenize(request: Request) -> JSONResponse:
+        req = await parse_body(request, DetokenizeRequest)
+        check_model(req.model)
+        return JSONResponse(DetokenizeResponse(prompt=api_values(llm.tokenizer.decode, req.tokens)).model_dump())
 
     @app.post("/v1/chat/completions", dependencies=auth)
     async def chat_completions(request: Request) -> Response:

@@ -151,6 +151,8 @@ class CompletionRequest(_SamplingFields):
     max_tokens: int | None = 16
     logprobs: int | None = None
     echo: bool = False
+    suffix: str | None = None  # refused: no fill-in-the-middle
+    best_of: int | None = None  # refused unless equal to n (vLLM v1 has none either)
 
     def prompts(self) -> list[str | list[int]]:
         if isinstance(self.prompt, str):
@@ -162,6 +164,10 @@ class CompletionRequest(_SamplingFields):
         return list(self.prompt)
 
     def to_sampling_params(self) -> SamplingParams:
+        if self.suffix:
+            raise ValueError("suffix (fill-in-the-middle) is not supported")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(f"best_of={self.best_of} is not supported (only best_of equal to n, which is plain n)")
         params = self._sampling(self.max_tokens, self.logprobs)
         if self.echo and self.logprobs is not None:  # the echoed prompt's tokens come with their logprobs too
             params = replace(params, prompt_logprobs=self.logprobs)
@@ -384,6 +390,30 @@ class ChatCompletionChunk(_Response):
     model: str
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
+
+
+# -- tokenize / detokenize (vLLM's routes) --------------------------------------------------------------
+class TokenizeRequest(_Request):
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None  # rendered with the chat template first
+    add_special_tokens: bool | None = None  # default: true for a prompt, false for messages (the template adds them)
+    add_generation_prompt: bool = True
+
+
+class TokenizeResponse(_Response):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+
+
+class DetokenizeRequest(_Request):
+    model: str | None = None
+    tokens: list[int]
+
+
+class DetokenizeResponse(_Response):
+    prompt: str
 
 
 # -- models --------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCom
                        CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, DeltaToolCall,
                        ErrorInfo, ErrorResponse, FunctionCall, ModelCard, ModelList, TokenLogprob, ToolCall,
                        TokenizeRequest, TokenizeResponse, DetokenizeRequest, DetokenizeResponse, TopLogprob, Usage,
-                       validation_message)
+                       template_messages, validation_message)
 from .sampling_params import SamplingParams
 
 logger = logging.getLogger("onecat.serve")
@@ -131,7 +131,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
             raise APIError("give exactly one of prompt and messages")
         tok = llm.tokenizer
         if req.messages is not None:
-            text = api_values(lambda: tok.apply_chat_template([m.template_dict() for m in req.messages],
+            text = api_values(lambda: tok.apply_chat_template(template_messages(req.messages),
                                                               add_generation_prompt=req.add_generation_prompt))
             ids = tok.encode(text, add_special_tokens=bool(req.add_special_tokens))
         else:
@@ -402,11 +402,12 @@ def completion_logprobs(lps: list[TokenLogprobs], offset: int,
 def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None) -> tuple[ChatResponseMessage, str | None]:
     """A finished choice's message and finish reason: its text, or (tool_choice required / named) its tool calls
     (tool_calls.parse; a reply cut short stays text)."""
-    calls = tool_calls.parse(text, req) if tool_calls.mode(req) else None
+    how = tool_calls.mode(req)
+    calls = tool_calls.parse(text, req, how) if how else None
     if calls is None:
         return ChatResponseMessage(content=text), finish_reason
     made = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=n, arguments=a)) for n, a in calls]
-    if tool_calls.mode(req) == "required" and finish_reason == "stop":  # (a named call keeps "stop", as vLLM)
+    if how == "required" and finish_reason == "stop":  # (a named call keeps "stop", as vLLM)
         finish_reason = "tool_calls"
     return ChatResponseMessage(content=None, tool_calls=made), finish_reason
 

@@ -264,15 +264,20 @@ class LLMEngine:
                                       "first_token_time": min(first) if first else None})
 
     def _logprobs(self, req: Request) -> list[TokenLogprobs]:
-        return [self._token_logprobs(token_id, lp) for token_id, lp in zip(req.output_token_ids, req.output_logprobs)]
+        return self._token_logprobs(list(zip(req.output_token_ids, req.output_logprobs)))
 
     def _prompt_logprobs(self, req: Request) -> list[TokenLogprobs | None]:
-        return [None] + [self._token_logprobs(lp.token_id, lp) for lp in req.prompt_logprobs[1:]]
+        return [None] + self._token_logprobs([(lp.token_id, lp) for lp in req.prompt_logprobs[1:]])
 
-    def _token_logprobs(self, token_id: int, lp) -> TokenLogprobs:
-        tok = self.tokenizer.token_texts
-        top = [Logprob(i, t, v) for (i, v), t in zip(lp.top or [], tok([i for i, _ in lp.top or []]))]
-        return TokenLogprobs(Logprob(token_id, tok([token_id])[0], lp.logprob), top)
+    def _token_logprobs(self, entries: list) -> list[TokenLogprobs]:
+        """(token id, its SampledToken) per position -> TokenLogprobs, every token's text decoded in one call."""
+        ids = [i for token_id, lp in entries for i in (token_id, *(j for j, _ in lp.top or []))]
+        texts = iter(self.tokenizer.token_texts(ids))
+        res = []
+        for token_id, lp in entries:
+            chosen = Logprob(token_id, next(texts), lp.logprob)
+            res.append(TokenLogprobs(chosen, [Logprob(i, next(texts), v) for i, v in lp.top or []]))
+        return res
 
     def stats(self) -> dict:
         return {

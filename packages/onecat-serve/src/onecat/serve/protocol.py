@@ -249,6 +249,13 @@ class ChatMessage(_Request):
         return "".join(p.text for p in self.content)
 
 
+def template_messages(messages: list[ChatMessage]) -> list[dict]:
+    """Chat messages as the chat template reads them; an empty list is refused."""
+    if not messages:
+        raise ValueError("messages must contain at least one message")
+    return [m.template_dict() for m in messages]
+
+
 def _arguments(text: str):
     try:
         return json.loads(text)
@@ -289,9 +296,7 @@ class ChatCompletionRequest(_SamplingFields):
     parallel_tool_calls: bool = True
 
     def template_messages(self) -> list[dict]:
-        if not self.messages:
-            raise ValueError("messages must contain at least one message")
-        return [m.template_dict() for m in self.messages]
+        return template_messages(self.messages)
 
     def template_tools(self) -> list[dict] | None:
         return [t.model_dump(exclude_none=True) for t in self.tools] if self.tools else None

@@ -91,7 +91,7 @@ class Grammar:
     """One request's matcher: the tokens allowed next, and the tokens it has emitted."""
 
     def __init__(self, xgr, matcher, vocab_size: int):
-        self.xgr, self.matcher, self.vocab_size = xgr, matcher, vocab_size
+        self.matcher, self.vocab_size = matcher, vocab_size
         self._bits = xgr.allocate_token_bitmask(1, vocab_size)
         self._shifts = torch.arange(32, dtype=torch.int32)
 

@@ -61,13 +61,13 @@ def constraint(req) -> StructuredOutputs | None:
     return StructuredOutputs(json=schema)
 
 
-def parse(text: str, req) -> list[tuple[str, str]] | None:
-    """(name, arguments JSON) of each call in a reply decoded under constraint(req); None if the reply is not
-    complete JSON (cut by max_tokens)."""
+def parse(text: str, req, how: str) -> list[tuple[str, str]] | None:
+    """(name, arguments JSON) of each call in a reply decoded under constraint(req), whose mode(req) is `how`; None
+    if the reply is not complete JSON (cut by max_tokens)."""
     try:
         value = json.loads(text)
     except ValueError:
         return None
-    if mode(req) == "named":
+    if how == "named":
         return [(req.tool_choice.function.name, json.dumps(value, ensure_ascii=False))]
     return [(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in value]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import importlib.metadata
 import json
 import logging
 import math
+import os
 import time
 import uuid
 from contextlib import aclosing, asynccontextmanager
@@ -29,6 +31,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from onecat.models.chat_template import ChatTemplateError, compile_chat_template
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
@@ -57,8 +61,29 @@ def error_response(e: APIError) -> JSONResponse:
     return JSONResponse(ErrorResponse(error=e.info).model_dump(), status_code=e.status)
 
 
+def load_chat_template(spec: str | None) -> str | None:
+    """ServerConfig.chat_template as template text: a file's contents, or the text itself when it holds
+    Jinja ('{'); None keeps the model's. A missing file or a template that does not compile is a ValueError."""
+    if spec is None:
+        return None
+    if os.path.isfile(spec):
+        with open(spec, encoding="utf-8") as f:
+            text = f.read()
+    elif "{" in spec:
+        text = spec
+    else:
+        raise ValueError(f"serve.chat_template={spec!r}: no such file, and not an inline Jinja template")
+    try:
+        compile_chat_template(text)
+    except ChatTemplateError as e:
+        raise ValueError(f"serve.chat_template does not compile: {e}") from None
+    return text
+
+
 def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     """The app for one AsyncLLM; starts the engine on startup and shuts it down on shutdown."""
+    chat_template = load_chat_template(server_config.chat_template)
+    template_override = {} if chat_template is None else {"chat_template": chat_template}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -108,6 +133,10 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     async def health() -> Response:
         return Response(status_code=200)
 
+    @app.get("/version")
+    async def version() -> JSONResponse:
+        return JSONResponse({"version": importlib.metadata.version("onecat-serve")})
+
     @app.get("/v1/models", dependencies=auth)
     async def models() -> JSONResponse:
         card = ModelCard(id=llm.model_name, max_model_len=llm.max_model_len)
@@ -131,8 +160,8 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
             raise APIError("give exactly one of prompt and messages")
         tok = llm.tokenizer
         if req.messages is not None:
-            text = api_values(lambda: tok.apply_chat_template(template_messages(req.messages),
-                                                              add_generation_prompt=req.add_generation_prompt))
+            text = api_values(lambda: tok.apply_chat_template(template_messages(req.messages), **req.template_kwargs(),
+                                                              **template_override))
             ids = tok.encode(text, add_special_tokens=bool(req.add_special_tokens))
         else:
             ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens is not False)
@@ -183,7 +212,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     def chat_prompt(req: ChatCompletionRequest) -> list[int]:
         messages = api_values(req.template_messages)
         return api_values(lambda: llm.tokenizer.apply_chat_template(  # the template writes BOS, if any
-            messages, add_generation_prompt=req.add_generation_prompt, tokenize=True, tools=req.template_tools()))
+            messages, tokenize=True, tools=req.template_tools(), **req.template_kwargs(), **template_override))
 
     return app
 

@@ -71,3 +71,4 @@ class ServerConfig:
     port: int = 8000
     api_key: str | None = None
     log_level: str = "info"
+    chat_template: str | None = None  # a file or inline Jinja that replaces the model's (vLLM's --chat-template)

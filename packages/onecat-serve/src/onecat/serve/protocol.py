@@ -284,13 +284,44 @@ class NamedToolChoice(_Request):
     function: NamedFunction
 
 
-class ChatCompletionRequest(_SamplingFields):
+_TEMPLATE_NAMES = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                             "chat_template", "tokenize", "bos_token", "eos_token", "unk_token", "pad_token"})
+
+
+class _ChatTemplateFields(_Request):
+    """vLLM's chat-template controls: `continue_final_message` leaves the last (assistant) message open for
+    the model to continue; `chat_template_kwargs` become template variables (Qwen3's `enable_thinking`);
+    `documents` feed RAG templates."""
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    chat_template_kwargs: dict[str, object] | None = None
+    documents: list[dict[str, object]] | None = None
+
+    def template_kwargs(self) -> dict:
+        """Keywords for Tokenizer.apply_chat_template; a clash or a bad combination is a ValueError."""
+        extra = dict(self.chat_template_kwargs or {})
+        clash = sorted(_TEMPLATE_NAMES & extra.keys())
+        if clash:
+            raise ValueError(f"chat_template_kwargs may not set {', '.join(clash)}: use the request's own fields")
+        if self.continue_final_message and self.add_generation_prompt:
+            raise ValueError("continue_final_message=true needs add_generation_prompt=false (the final message "
+                             "is continued, not answered)")
+        if self.continue_final_message and self.messages and self.messages[-1].role != "assistant":
+            raise ValueError("continue_final_message=true needs the final message's role to be assistant")
+        kw = {"add_generation_prompt": self.add_generation_prompt, **extra}
+        if self.continue_final_message:
+            kw["continue_final_message"] = True
+        if self.documents is not None:
+            kw["documents"] = self.documents
+        return kw
+
+
+class ChatCompletionRequest(_SamplingFields, _ChatTemplateFields):
     messages: list[ChatMessage]
     max_tokens: int | None = None  # None: up to the context length
     max_completion_tokens: int | None = None  # OpenAI's newer name; wins over max_tokens
     logprobs: bool = False
     top_logprobs: int | None = None
-    add_generation_prompt: bool = True
     tools: list[ChatTool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
@@ -398,12 +429,11 @@ class ChatCompletionChunk(_Response):
 
 
 # -- tokenize / detokenize (vLLM's routes) --------------------------------------------------------------
-class TokenizeRequest(_Request):
+class TokenizeRequest(_ChatTemplateFields):
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None  # rendered with the chat template first
     add_special_tokens: bool | None = None  # default: true for a prompt, false for messages (the template adds them)
-    add_generation_prompt: bool = True
 
 
 class TokenizeResponse(_Response):

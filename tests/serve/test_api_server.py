@@ -178,6 +178,24 @@ def test_logit_bias(client, llm):
     assert r.choices[0].text == " banana" * 3
 
 
+def test_bad_words_allowed_ids_and_truncation(client, llm):
+    """vLLM's extra sampling fields through the API: each reaches the engine (the output changes as asked)."""
+    base = client.completions.create(model=llm.model_name, prompt="The capital of France is", max_tokens=6,
+                                     temperature=0)
+    assert "Paris" in base.choices[0].text
+    r = client.completions.create(model=llm.model_name, prompt="The capital of France is", max_tokens=6,
+                                  temperature=0, extra_body={"bad_words": ["Paris"]})
+    assert "Paris" not in r.choices[0].text
+    yes = llm.tokenizer.encode(" yes", add_special_tokens=False)
+    r = client.completions.create(model=llm.model_name, prompt="The capital of France is", max_tokens=2,
+                                  temperature=0, extra_body={"allowed_token_ids": yes})
+    assert r.choices[0].text == " yes" * 2
+    long = "Lorem ipsum dolor sit amet. " * 40 + "The capital of France is"
+    r = client.completions.create(model=llm.model_name, prompt=long, max_tokens=1, temperature=0,
+                                  extra_body={"truncate_prompt_tokens": 5})
+    assert r.usage.prompt_tokens == 5
+
+
 def test_chat_logprobs(client, llm):
     r = chat(client, llm, max_tokens=4, logprobs=True, top_logprobs=3)
     content = r.choices[0].logprobs.content
@@ -314,6 +332,10 @@ BAD_COMPLETION = {
     "logit_bias key not an id": {"prompt": "hi", "logit_bias": {"hi": 5}},
     "logit_bias beyond 100": {"prompt": "hi", "logit_bias": {"5": 101}},
     "logit_bias id out of range": {"prompt": "hi", "logit_bias": {str(10**9): 5}},
+    "allowed_token_ids empty": {"prompt": "hi", "allowed_token_ids": []},
+    "allowed_token_ids out of range": {"prompt": "hi", "allowed_token_ids": [10**9]},
+    "bad_words not a list": {"prompt": "hi", "bad_words": "Paris"},
+    "truncate_prompt_tokens 0": {"prompt": "hi", "truncate_prompt_tokens": 0},
 }
 
 

@@ -153,6 +153,30 @@ def test_max_tokens_beyond_the_context_is_refused(llm):
     assert "huge" not in llm.engine.groups
 
 
+def test_allowed_token_ids_bad_words_and_prompt_truncation(llm):
+    """vLLM's allowed_token_ids, bad_words (as a word's start and inside text) and truncate_prompt_tokens on the
+    real model: each changes the greedy output as asked and the model still answers."""
+    prompt = "The capital of France is"
+    base = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=8))[0].outputs[0]
+    assert "Paris" in base.text
+    allowed = sorted(set(base.token_ids[1:]) | set(llm.tokenizer.encode(" Lyon", add_special_tokens=False)))
+    only = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=8, allowed_token_ids=allowed))[0].outputs[0]
+    assert set(only.token_ids) <= set(allowed) and only.token_ids[0] != base.token_ids[0]
+    banned = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=8, bad_words=["Paris"]))[0].outputs[0]
+    assert "Paris" not in banned.text and banned.token_ids != base.token_ids
+    assert llm.engine.groups == {} and all_blocks_free(llm.engine)
+    ids = llm.tokenizer.encode("Lorem ipsum dolor sit amet. " * 20 + prompt)
+    cut = llm.generate(ids, SamplingParams(temperature=0, max_tokens=8, truncate_prompt_tokens=6))[0]
+    assert cut.prompt_token_ids == ids[-6:]
+    assert cut.outputs[0].token_ids == llm.generate(ids[-6:], SamplingParams(temperature=0, max_tokens=8))[0] \
+        .outputs[0].token_ids
+    text_cut = llm.generate("x " * (llm.engine.max_model_len + 10), SamplingParams(max_tokens=2, truncate_prompt_tokens=8))
+    assert len(text_cut[0].prompt_token_ids) == 8  # a prompt past the context, kept to its end
+    with pytest.raises(ValueError, match="allowed_token_ids token id"):
+        llm.engine.add_request("big", prompt, SamplingParams(allowed_token_ids=[10**9]))
+    assert "big" not in llm.engine.groups
+
+
 def test_seed_must_fit_64_bits():
     with pytest.raises(ValueError, match="64-bit"):
         SamplingParams(seed=2**70)

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from onecat.serve.sampler import SampleRow, _plain_greedy, apply_penalties, processed_probs, sample
+from onecat.serve.sampler import (SampleRow, _plain_greedy, apply_penalties, bad_word_bans, processed_probs, sample,
+                                  value_free)
 from onecat.serve.sampling_params import SamplingParams
 
 
@@ -106,3 +107,28 @@ def test_logit_bias_moves_the_pick_and_is_checked():
     for bad in ({-1: 1.0}, {"3": 1.0}, {3: 101}, {3: float("nan")}, {True: 1.0}):
         with pytest.raises(ValueError, match="logit_bias"):
             SamplingParams(logit_bias=bad)
+
+
+def test_allowed_token_ids_and_bad_words_mask_the_logits():
+    """vLLM's allowed_token_ids (only these may come) and bad_words (a word's last token is banned where the
+    output ends with the rest of it), on greedy, batched and sampled rows."""
+    logits = torch.zeros(3, 50)
+    logits[:, 3] = 5.0
+    logits[:, 8] = 4.0
+    allowed = _row(temperature=0.0, allowed_token_ids=[8, 9])
+    single = SampleRow(SamplingParams(temperature=0.0), [1], [5, 7], None, frozenset(), bad_word_ids=((3,),))
+    pair = SampleRow(SamplingParams(temperature=0.0), [1], [5, 7], None, frozenset(), bad_word_ids=((7, 3), (6, 8)))
+    assert not any(_plain_greedy(r) for r in (allowed, single, pair))
+    assert [t.token_id for t in sample(logits, [allowed, single, pair])] == [8, 8, 8]
+    masked = apply_penalties(logits[0].clone(), allowed)
+    assert torch.isinf(masked).sum() == 48 and masked[8] == 4.0 and masked[9] == 0.0
+    assert bad_word_bans(((7, 3), (6, 8), (4,)), [5, 7]) == [3, 4]
+    assert bad_word_bans(((5, 7, 3),), [7]) == []  # the output is shorter than the word's prefix
+    assert bad_word_bans(((5, 7, 3),), [5, 7]) == [3]
+    hot = _row(temperature=1.0, allowed_token_ids=[11])
+    assert [t.token_id for t in sample(torch.zeros(1, 50), [hot])] == [11]
+    assert not value_free(SamplingParams(bad_words=["x"])) and value_free(SamplingParams(allowed_token_ids=[1]))
+    for kw in ({"allowed_token_ids": []}, {"allowed_token_ids": [-1]}, {"allowed_token_ids": [True]},
+               {"bad_words": [" "]}, {"truncate_prompt_tokens": 0}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            SamplingParams(**kw)

@@ -25,6 +25,18 @@ from .sampling_params import SamplingParams
 from .scheduler import Scheduler
 
 
+def bad_word_token_ids(tokenizer, words: list[str]) -> tuple[tuple[int, ...], ...]:
+    """vLLM's bad_words as token sequences: each word as text begins with it and, where a leading space makes
+    other tokens (" word" in byte-level BPE), as a word inside the text."""
+    seqs: list[tuple[int, ...]] = []
+    for word in words:
+        for text in (word.lstrip(), " " + word.lstrip()):
+            ids = tuple(tokenizer.encode(text, add_special_tokens=False))
+            if ids and ids not in seqs:
+                seqs.append(ids)
+    return tuple(seqs)
+
+
 @dataclass
 class _Group:
     request_id: str
@@ -53,14 +65,15 @@ class LLMEngine:
         self._grammars = None  # structured outputs: a structured.GrammarCompiler, built at the first such request
 
     # -- requests -----------------------------------------------------------------------------
-    def encode_prompt(self, prompt: str | list[int]) -> list[int]:
-        """Tokenize and validate; raises ValueError with an API-ready message."""
+    def encode_prompt(self, prompt: str | list[int], keep_last: int | None = None) -> list[int]:
+        """Tokenize, keep the last `keep_last` tokens if given (vLLM's truncate_prompt_tokens), validate;
+        raises ValueError with an API-ready message."""
         if isinstance(prompt, str):
             if not prompt:
                 raise ValueError("the prompt is empty")
-            ids = self.tokenizer.encode(prompt)
+            ids = self.tokenizer.encode(prompt)[-keep_last:] if keep_last else self.tokenizer.encode(prompt)
         else:
-            ids = list(prompt)
+            ids = list(prompt)[-keep_last:] if keep_last else list(prompt)
             if any(not isinstance(t, int) or isinstance(t, bool) for t in ids):
                 raise ValueError("a token-id prompt must be a list of integers")
             bad = [t for t in ids if not 0 <= t < self.spec.vocab_size]
@@ -75,10 +88,11 @@ class LLMEngine:
 
     def check_request(self, prompt: str | list[int], params: SamplingParams) -> list[int]:
         """Tokenize and validate prompt and limits together; raises ValueError (API-ready)."""
-        ids = self.encode_prompt(prompt)
-        outside = [t for t in params.logit_bias or {} if t >= self.spec.vocab_size]
-        if outside:
-            raise ValueError(f"logit_bias token id {outside[0]} is out of range [0, {self.spec.vocab_size})")
+        ids = self.encode_prompt(prompt, params.truncate_prompt_tokens)
+        for name, given in (("logit_bias", params.logit_bias or {}), ("allowed_token_ids", params.allowed_token_ids or ())):
+            outside = [t for t in given if t >= self.spec.vocab_size]
+            if outside:
+                raise ValueError(f"{name} token id {outside[0]} is out of range [0, {self.spec.vocab_size})")
         room = self.max_model_len - len(ids)
         if params.max_tokens is not None and params.max_tokens > room:
             raise ValueError(f"max_tokens={params.max_tokens} plus the prompt's {len(ids)} tokens exceeds this "
@@ -91,6 +105,7 @@ class LLMEngine:
             raise ValueError(f"request id {request_id!r} is already in use")
         ids = self.check_request(prompt, params)
         compiled = self._compile(params.structured_outputs) if params.structured_outputs is not None else None
+        bad_ids = bad_word_token_ids(self.tokenizer, params.bad_words)
         max_tokens = params.max_tokens or self.max_model_len - len(ids)
         arrival = arrival_time if arrival_time is not None else time.monotonic()
         seqs, detoks = [], []
@@ -103,6 +118,7 @@ class LLMEngine:
             seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival))
             if compiled is not None:
                 seqs[-1].grammar = self._grammars.matcher(compiled)
+            seqs[-1].bad_word_ids = bad_ids
             detoks.append(IncrementalDetokenizer(self.tokenizer, ids, p))
         self.groups[request_id] = _Group(request_id, ids, seqs, detoks, arrival)
         self.seq_group.update((s.request_id, request_id) for s in seqs)

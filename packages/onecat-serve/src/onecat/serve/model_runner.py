@@ -348,7 +348,7 @@ class ModelRunner:
                     gen = self.generators[req.request_id] = torch.Generator(device=self.device).manual_seed(seed)
         stops = frozenset(p.stop_token_ids) | (frozenset() if p.ignore_eos else req.eos_token_ids)
         return SampleRow(p, req.prompt_token_ids, req.output_token_ids, gen, stops if p.min_tokens else frozenset(),
-                         seed, req.grammar)
+                         seed, req.grammar, req.bad_word_ids)
 
     def release(self, request_id: str) -> None:
         self.generators.pop(request_id, None)

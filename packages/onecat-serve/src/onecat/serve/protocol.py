@@ -100,6 +100,9 @@ class _SamplingFields(_Request):
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputsRequest | None = None
     logit_bias: dict[str, float] | None = None  # token id (as JSON writes keys: a string) -> bias
+    allowed_token_ids: list[int] | None = None
+    bad_words: list[str] | None = None
+    truncate_prompt_tokens: int | None = None
 
     def _logit_bias(self) -> dict[int, float] | None:
         if not self.logit_bias:
@@ -138,7 +141,8 @@ class _SamplingFields(_Request):
             stop_token_ids=pick(self.stop_token_ids, []), ignore_eos=self.ignore_eos,
             include_stop_str_in_output=self.include_stop_str_in_output, logprobs=logprobs,
             skip_special_tokens=self.skip_special_tokens, structured_outputs=self._structured(),
-            logit_bias=self._logit_bias())
+            logit_bias=self._logit_bias(), allowed_token_ids=self.allowed_token_ids, bad_words=pick(self.bad_words, []),
+            truncate_prompt_tokens=self.truncate_prompt_tokens)
 
     @property
     def include_usage(self) -> bool:

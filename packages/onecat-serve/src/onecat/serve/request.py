@@ -50,6 +50,7 @@ class Request:
         self.last_spec: tuple[int, int] | None = None  # (drafts verified, accepted) in the last step
         self.num_placeholders = 0  # trailing tokens sampled on the GPU whose values are not here yet
         self.grammar = None  # params.structured_outputs: its structured.Grammar (the engine sets it)
+        self.bad_word_ids: tuple[tuple[int, ...], ...] = ()  # params.bad_words tokenized (the engine sets them)
 
     @property
     def num_tokens(self) -> int:

@@ -13,7 +13,7 @@ penalty or truncation), as vLLM reports by default.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -33,6 +33,7 @@ class SampleRow:
     stop_ids_until_min: frozenset[int]  # ids banned while fewer than min_tokens are out
     seed: int = 0  # the request's seed (explicit or drawn once): keys the `sample` op's draws
     grammar: object = None  # structured output: a structured.Grammar, whose refused tokens get -inf first
+    bad_word_ids: tuple[tuple[int, ...], ...] = ()  # params.bad_words as token sequences (the engine's tokenizer)
 
 
 @dataclass
@@ -46,6 +47,14 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
     p = row.params
     if row.grammar is not None:
         row.grammar.mask_(logits)
+    if p.allowed_token_ids is not None:
+        keep = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
+        keep[torch.tensor(p.allowed_token_ids, dtype=torch.long, device=logits.device)] = True
+        logits.masked_fill_(~keep, -float("inf"))
+    if row.bad_word_ids:
+        banned = bad_word_bans(row.bad_word_ids, row.output_token_ids)
+        if banned:
+            logits[banned] = -float("inf")
     if p.logit_bias:
         ids = torch.tensor(list(p.logit_bias), dtype=torch.long, device=logits.device)
         logits[ids] += torch.tensor(list(p.logit_bias.values()), dtype=logits.dtype, device=logits.device)
@@ -63,10 +72,17 @@ def apply_penalties(logits: torch.Tensor, row: SampleRow) -> torch.Tensor:
     return logits
 
 
+def bad_word_bans(words: tuple[tuple[int, ...], ...], output: list[int]) -> list[int]:
+    """Token ids banned next: a bad word's last token wherever the output ends with the rest of it."""
+    return sorted({w[-1] for w in words if len(w) == 1 or (len(output) >= len(w) - 1 and
+                                                          tuple(output[len(output) - len(w) + 1:]) == w[:-1])})
+
+
 def _changes_logits(row: SampleRow) -> bool:
     """Whether penalties or the min_tokens ban touch this row's logits this step."""
     p = row.params
     return (row.grammar is not None or bool(p.logit_bias) or p.repetition_penalty != 1.0
+            or p.allowed_token_ids is not None or bool(row.bad_word_ids)
             or bool((p.frequency_penalty or p.presence_penalty) and row.output_token_ids)
             or bool(row.stop_ids_until_min and len(row.output_token_ids) < p.min_tokens))
 
@@ -119,8 +135,7 @@ def sample_with_drafts(logits: torch.Tensor, row: SampleRow, draft: list[int],
     """logits [k+1, V] at the request's last confirmed token and its k drafted tokens.
     Returns the accepted drafts and one more token, exactly as if sampled one at a time:
     row i is processed with the drafts before it counted as output (penalties, min_tokens)."""
-    rows = [SampleRow(row.params, row.prompt_token_ids, row.output_token_ids + draft[:i], row.generator,
-                      row.stop_ids_until_min) for i in range(len(draft) + 1)]
+    rows = [replace(row, output_token_ids=row.output_token_ids + draft[:i]) for i in range(len(draft) + 1)]
     if row.params.greedy:
         processed = torch.stack([apply_penalties(logits[i].clone(), r) for i, r in enumerate(rows)])
         ids = verify_greedy(processed, draft)
@@ -164,7 +179,8 @@ def value_free(params) -> bool:
     asynchronous scheduling needs, since the last token is still on the GPU when the next step is
     prepared. Penalties read the values; logprobs go back to the host with each token."""
     return (params.logprobs is None and params.prompt_logprobs is None and params.repetition_penalty == 1.0
-            and not params.frequency_penalty and not params.presence_penalty and params.structured_outputs is None)
+            and not params.frequency_penalty and not params.presence_penalty and params.structured_outputs is None
+            and not params.bad_words)
 
 
 def sample_on_device(logits: torch.Tensor, rows: list[SampleRow]) -> torch.Tensor:
@@ -198,8 +214,7 @@ def draft_chooser(row: SampleRow):
     draft logits (deterministic, q = one-hot); sampled ones draw from the processed draft
     distribution q with the drafter's generator and hand q to the verifier (lossless for any q)."""
     def choose(logits: torch.Tensor, drafted: list[int], generator: torch.Generator | None):
-        r = SampleRow(row.params, row.prompt_token_ids, row.output_token_ids + drafted, generator,
-                      row.stop_ids_until_min)
+        r = replace(row, output_token_ids=row.output_token_ids + drafted, generator=generator)
         if row.params.greedy:
             return int(torch.argmax(apply_penalties(logits.clone(), r))), None
         q = processed_probs(logits, r)

@@ -30,12 +30,18 @@ class SamplingParams:
     skip_special_tokens: bool = True
     structured_outputs: StructuredOutputs | None = None  # the output must match a JSON schema, regex, ... (xgrammar)
     logit_bias: dict[int, float] | None = None  # token id -> added to its logit (OpenAI's, in [-100, 100])
+    allowed_token_ids: list[int] | None = None  # only these may be generated (vLLM's)
+    bad_words: list[str] = field(default_factory=list)  # words never generated, at a word's start or inside text
+    truncate_prompt_tokens: int | None = None  # keep only the prompt's last k tokens
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in (self.stop or [])]
         self.stop_token_ids = list(self.stop_token_ids or [])
+        if isinstance(self.bad_words, str):
+            self.bad_words = [self.bad_words]
+        self.bad_words = list(self.bad_words or [])
         if self.top_k == -1:
             self.top_k = 0
         self.validate()
@@ -75,6 +81,16 @@ class SamplingParams:
                 bad(f"logit_bias keys must be token ids (integers >= 0), got {tid!r}")
             if not isinstance(bias, (int, float)) or isinstance(bias, bool) or not -100 <= bias <= 100:
                 bad(f"logit_bias values must be numbers in [-100, 100], got {bias!r} for token {tid}")
+        if self.allowed_token_ids is not None:
+            if not self.allowed_token_ids:
+                bad("allowed_token_ids must not be empty (leave it out to allow every token)")
+            if any(not isinstance(t, int) or isinstance(t, bool) or t < 0 for t in self.allowed_token_ids):
+                bad("allowed_token_ids must be token ids (integers >= 0)")
+        if any(not isinstance(w, str) or not w.strip() for w in self.bad_words):
+            bad("bad_words must be non-blank strings")
+        if self.truncate_prompt_tokens is not None and (
+                not isinstance(self.truncate_prompt_tokens, int) or self.truncate_prompt_tokens < 1):
+            bad(f"truncate_prompt_tokens must be an integer >= 1, got {self.truncate_prompt_tokens!r}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             bad("stop must be a non-empty string or a list of non-empty strings")
         if len(self.stop) > 16:

@@ -36,6 +36,7 @@ from onecat.models.chat_template import ChatTemplateError, compile_chat_template
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
+from .reasoning import ReasoningDeltas, ReasoningParser, ReplySplit
 from . import tool_calls
 from .outputs import Logprob, RequestOutput, TokenLogprobs
 from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
@@ -83,6 +84,7 @@ def load_chat_template(spec: str | None) -> str | None:
 def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     """The app for one AsyncLLM; starts the engine on startup and shuts it down on shutdown."""
     chat_template = load_chat_template(server_config.chat_template)
+    reasoning = ReasoningParser.named(server_config.reasoning_parser)
     template_override = {} if chat_template is None else {"chat_template": chat_template}
 
     @asynccontextmanager
@@ -178,13 +180,13 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         req = await parse_body(request, ChatCompletionRequest)
         check_model(req.model)
         params = sampling_params(req)
-        prompt_ids = chat_prompt(req)
+        prompt_ids, split = chat_prompt(req)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         run = await Run(llm, metrics, prompt_ids, params, request_id).start()
         if req.stream:
-            return EngineStream(sse(stream_chat(req, run, request_id, llm.model_name)))
+            return EngineStream(sse(stream_chat(req, run, request_id, llm.model_name, split)))
         final = await unless_disconnected(request, run.last())
-        return JSONResponse(chat_response(req, final, request_id, llm.model_name).model_dump())
+        return JSONResponse(chat_response(req, final, request_id, llm.model_name, split).model_dump())
 
     @app.post("/v1/completions", dependencies=auth)
     async def completions(request: Request) -> Response:
@@ -209,10 +211,13 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
             raise APIError(f"The model `{name}` does not exist; this server serves `{llm.model_name}`.",
                            param="model", code="model_not_found")
 
-    def chat_prompt(req: ChatCompletionRequest) -> list[int]:
+    def chat_prompt(req: ChatCompletionRequest) -> tuple[list[int], ReplySplit | None]:
+        """The prompt's ids, and how its reply splits into reasoning and content (serve.reasoning_parser)."""
         messages = api_values(req.template_messages)
-        return api_values(lambda: llm.tokenizer.apply_chat_template(  # the template writes BOS, if any
-            messages, tokenize=True, tools=req.template_tools(), **req.template_kwargs(), **template_override))
+        text = api_values(lambda: llm.tokenizer.apply_chat_template(
+            messages, tools=req.template_tools(), **req.template_kwargs(), **template_override))
+        ids = llm.tokenizer.encode(text, add_special_tokens=False)  # the template writes BOS, if any
+        return ids, None if reasoning is None else ReplySplit(reasoning, reasoning.opens_in_prompt(text))
 
     return app
 
@@ -428,11 +433,20 @@ def completion_logprobs(lps: list[TokenLogprobs], offset: int,
     return out
 
 
-def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None) -> tuple[ChatResponseMessage, str | None]:
+def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None,
+          split: ReplySplit | None = None) -> tuple[ChatResponseMessage, str | None]:
     """A finished choice's message and finish reason: its text, or (tool_choice required / named) its tool calls
-    (tool_calls.parse; a reply cut short stays text)."""
+    (tool_calls.parse; a reply cut short stays text); with a reasoning parser, the think block apart."""
+    reasoning, text = split(text) if split is not None else (None, text)
+    message, finish_reason = _reply(req, text, finish_reason)
+    if reasoning is not None:
+        message.reasoning = message.reasoning_content = reasoning
+    return message, finish_reason
+
+
+def _reply(req: ChatCompletionRequest, text: str | None, finish_reason: str | None):
     how = tool_calls.mode(req)
-    calls = tool_calls.parse(text, req, how) if how else None
+    calls = tool_calls.parse(text, req, how) if how and text is not None else None
     if calls is None:
         return ChatResponseMessage(content=text), finish_reason
     made = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=n, arguments=a)) for n, a in calls]
@@ -442,10 +456,10 @@ def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None) -> t
 
 
 def chat_response(req: ChatCompletionRequest, final: RequestOutput, request_id: str,
-                  model: str) -> ChatCompletionResponse:
+                  model: str, split: ReplySplit | None = None) -> ChatCompletionResponse:
     choices = []
     for o in final.outputs:
-        message, finish = reply(req, o.text, o.finish_reason)
+        message, finish = reply(req, o.text, o.finish_reason, split)
         choices.append(ChatChoice(index=o.index, message=message, finish_reason=finish, stop_reason=o.stop_reason,
                                   logprobs=chat_logprobs(o.logprobs or [], req.top_logprobs or 0) if req.logprobs
                                   else None))
@@ -453,7 +467,7 @@ def chat_response(req: ChatCompletionRequest, final: RequestOutput, request_id: 
 
 
 async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
-                      model: str) -> AsyncIterator[ChatCompletionChunk]:
+                      model: str, split: ReplySplit | None = None) -> AsyncIterator[ChatCompletionChunk]:
     created, n = int(time.time()), req.n
 
     def chunk(choices: list[ChatChunkChoice], use: Usage | None = None) -> ChatCompletionChunk:
@@ -461,6 +475,7 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
 
     yield chunk([ChatChunkChoice(index=i, delta=DeltaMessage(role="assistant", content="")) for i in range(n)])
     sent = Deltas(n)
+    thought = ReasoningDeltas(split, n) if split is not None else None
     calling = tool_calls.mode(req) is not None  # the calls go out whole with the choice's last chunk
     async with aclosing(run.outputs()) as outs:
         async for out in outs:
@@ -472,10 +487,16 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
                     text, lps, _ = d
                     logprobs = chat_logprobs(lps, req.top_logprobs or 0) if req.logprobs else None
                     delta, finish = DeltaMessage(content=text), o.finish_reason
+                    if thought is not None:
+                        r, c = thought.next(o.index, o.text, o.finish_reason is not None)
+                        if r is None and c is None and not lps and o.finish_reason is None:
+                            continue  # only a tail that may begin a tag: held for the next output
+                        delta = DeltaMessage(content=c, reasoning=r, reasoning_content=r)
                     if calling:
-                        message, finish = reply(req, o.text, o.finish_reason)
+                        message, finish = reply(req, o.text, o.finish_reason, split)
                         calls = [DeltaToolCall(index=i, **c.model_dump()) for i, c in enumerate(message.tool_calls)]
-                        delta = DeltaMessage(content=message.content, tool_calls=calls or None)
+                        delta = DeltaMessage(content=message.content, tool_calls=calls or None,
+                                             reasoning=message.reasoning, reasoning_content=message.reasoning)
                     choices.append(ChatChunkChoice(index=o.index, delta=delta, logprobs=logprobs,
                                                    finish_reason=finish))
             if choices:

@@ -72,3 +72,4 @@ class ServerConfig:
     api_key: str | None = None
     log_level: str = "info"
     chat_template: str | None = None  # a file or inline Jinja that replaces the model's (vLLM's --chat-template)
+    reasoning_parser: str | None = None  # "qwen3" / "deepseek_r1": think blocks as `reasoning` (serve/reasoning.py)

@@ -387,6 +387,15 @@ class ChatResponseMessage(_Response):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    reasoning: str | None = None  # serve.reasoning_parser's: the think block (vLLM's `reasoning`)
+    reasoning_content: str | None = None  # the same, by its older name (vLLM before 0.11, many clients)
+
+    @model_serializer(mode="wrap")
+    def _drop_no_reasoning(self, handler):  # no reasoning fields unless a parser split the reply
+        d = handler(self)
+        if d.get("reasoning") is None and d.get("reasoning_content") is None:
+            d.pop("reasoning", None), d.pop("reasoning_content", None)
+        return d
 
 
 class ChatChoice(_Response):
@@ -410,6 +419,8 @@ class DeltaMessage(_Response):
     role: Literal["assistant"] | None = None
     content: str | None = None
     tool_calls: list[DeltaToolCall] | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler):  # {"content": "x"}, as OpenAI sends it, not {"role": null, ...}

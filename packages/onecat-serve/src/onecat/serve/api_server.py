@@ -36,13 +36,13 @@ from onecat.models.chat_template import ChatTemplateError, compile_chat_template
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
-from .reasoning import ReasoningDeltas, ReasoningParser, ReplySplit
+from .chat_reply import ChoiceStream, ReplyRules
+from .reasoning import ReasoningParser, ReplySplit
 from . import tool_calls
 from .outputs import Logprob, RequestOutput, TokenLogprobs
 from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
-                       ChatCompletionResponse, ChatLogprobs, ChatResponseMessage, CompletionChoice,
-                       CompletionLogprobs, CompletionRequest, CompletionResponse, DeltaMessage, DeltaToolCall,
-                       ErrorInfo, ErrorResponse, FunctionCall, ModelCard, ModelList, TokenLogprob, ToolCall,
+                       ChatCompletionResponse, ChatLogprobs, CompletionChoice, CompletionLogprobs, CompletionRequest,
+                       CompletionResponse, DeltaMessage, ErrorInfo, ErrorResponse, ModelCard, ModelList, TokenLogprob,
                        TokenizeRequest, TokenizeResponse, DetokenizeRequest, DetokenizeResponse, TopLogprob, Usage,
                        template_messages, validation_message)
 from .sampling_params import SamplingParams
@@ -85,6 +85,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     """The app for one AsyncLLM; starts the engine on startup and shuts it down on shutdown."""
     chat_template = load_chat_template(server_config.chat_template)
     reasoning = ReasoningParser.named(server_config.reasoning_parser)
+    tool_parser = tool_calls.check_parser(server_config.tool_call_parser)
     template_override = {} if chat_template is None else {"chat_template": chat_template}
 
     @asynccontextmanager
@@ -179,14 +180,15 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     async def chat_completions(request: Request) -> Response:
         req = await parse_body(request, ChatCompletionRequest)
         check_model(req.model)
-        params = sampling_params(req)
+        params = api_values(req.to_sampling_params, tool_parser)
         prompt_ids, split = chat_prompt(req)
+        rules = ReplyRules(req, split, tool_parser)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         run = await Run(llm, metrics, prompt_ids, params, request_id).start()
         if req.stream:
-            return EngineStream(sse(stream_chat(req, run, request_id, llm.model_name, split)))
+            return EngineStream(sse(stream_chat(req, run, request_id, llm.model_name, rules)))
         final = await unless_disconnected(request, run.last())
-        return JSONResponse(chat_response(req, final, request_id, llm.model_name, split).model_dump())
+        return JSONResponse(chat_response(req, final, request_id, llm.model_name, rules).model_dump())
 
     @app.post("/v1/completions", dependencies=auth)
     async def completions(request: Request) -> Response:
@@ -433,33 +435,11 @@ def completion_logprobs(lps: list[TokenLogprobs], offset: int,
     return out
 
 
-def reply(req: ChatCompletionRequest, text: str, finish_reason: str | None,
-          split: ReplySplit | None = None) -> tuple[ChatResponseMessage, str | None]:
-    """A finished choice's message and finish reason: its text, or (tool_choice required / named) its tool calls
-    (tool_calls.parse; a reply cut short stays text); with a reasoning parser, the think block apart."""
-    reasoning, text = split(text) if split is not None else (None, text)
-    message, finish_reason = _reply(req, text, finish_reason)
-    if reasoning is not None:
-        message.reasoning = message.reasoning_content = reasoning
-    return message, finish_reason
-
-
-def _reply(req: ChatCompletionRequest, text: str | None, finish_reason: str | None):
-    how = tool_calls.mode(req)
-    calls = tool_calls.parse(text, req, how) if how and text is not None else None
-    if calls is None:
-        return ChatResponseMessage(content=text), finish_reason
-    made = [ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=n, arguments=a)) for n, a in calls]
-    if how == "required" and finish_reason == "stop":  # (a named call keeps "stop", as vLLM)
-        finish_reason = "tool_calls"
-    return ChatResponseMessage(content=None, tool_calls=made), finish_reason
-
-
 def chat_response(req: ChatCompletionRequest, final: RequestOutput, request_id: str,
-                  model: str, split: ReplySplit | None = None) -> ChatCompletionResponse:
+                  model: str, rules: ReplyRules) -> ChatCompletionResponse:
     choices = []
     for o in final.outputs:
-        message, finish = reply(req, o.text, o.finish_reason, split)
+        message, finish = rules.message(o.text, o.finish_reason)
         choices.append(ChatChoice(index=o.index, message=message, finish_reason=finish, stop_reason=o.stop_reason,
                                   logprobs=chat_logprobs(o.logprobs or [], req.top_logprobs or 0) if req.logprobs
                                   else None))
@@ -467,7 +447,7 @@ def chat_response(req: ChatCompletionRequest, final: RequestOutput, request_id: 
 
 
 async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
-                      model: str, split: ReplySplit | None = None) -> AsyncIterator[ChatCompletionChunk]:
+                      model: str, rules: ReplyRules) -> AsyncIterator[ChatCompletionChunk]:
     created, n = int(time.time()), req.n
 
     def chunk(choices: list[ChatChunkChoice], use: Usage | None = None) -> ChatCompletionChunk:
@@ -475,28 +455,23 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
 
     yield chunk([ChatChunkChoice(index=i, delta=DeltaMessage(role="assistant", content="")) for i in range(n)])
     sent = Deltas(n)
-    thought = ReasoningDeltas(split, n) if split is not None else None
-    calling = tool_calls.mode(req) is not None  # the calls go out whole with the choice's last chunk
+    shaped = [ChoiceStream(rules) for _ in range(n)] if rules.shapes_stream else None
+    whole = rules.tool_mode in ("required", "named")  # the calls (and the logprobs) go out with the last chunk
     async with aclosing(run.outputs()) as outs:
         async for out in outs:
             choices = []
             for o in out.outputs:
-                if calling and o.finish_reason is None:
+                if whole and o.finish_reason is None:
                     continue
                 if (d := sent.next(o.index, o.text, o.logprobs, o.finish_reason)) is not None:
                     text, lps, _ = d
                     logprobs = chat_logprobs(lps, req.top_logprobs or 0) if req.logprobs else None
                     delta, finish = DeltaMessage(content=text), o.finish_reason
-                    if thought is not None:
-                        r, c = thought.next(o.index, o.text, o.finish_reason is not None)
-                        if r is None and c is None and not lps and o.finish_reason is None:
-                            continue  # only a tail that may begin a tag: held for the next output
-                        delta = DeltaMessage(content=c, reasoning=r, reasoning_content=r)
-                    if calling:
-                        message, finish = reply(req, o.text, o.finish_reason, split)
-                        calls = [DeltaToolCall(index=i, **c.model_dump()) for i, c in enumerate(message.tool_calls)]
-                        delta = DeltaMessage(content=message.content, tool_calls=calls or None,
-                                             reasoning=message.reasoning, reasoning_content=message.reasoning)
+                    if shaped is not None:
+                        delta, finish = shaped[o.index].next(o.text, o.finish_reason)
+                        if delta is None and not lps:
+                            continue  # held back (a tail that may begin a tag): sent with a later output
+                        delta = delta or DeltaMessage()
                     choices.append(ChatChunkChoice(index=o.index, delta=delta, logprobs=logprobs,
                                                    finish_reason=finish))
             if choices:

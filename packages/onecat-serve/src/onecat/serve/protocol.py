@@ -336,13 +336,14 @@ class ChatCompletionRequest(_SamplingFields, _ChatTemplateFields):
     def template_tools(self) -> list[dict] | None:
         return [t.model_dump(exclude_none=True) for t in self.tools] if self.tools else None
 
-    def to_sampling_params(self) -> SamplingParams:
+    def to_sampling_params(self, tool_parser: str | None = None) -> SamplingParams:
+        """The engine's parameters; tool_parser: serve.tool_call_parser (which lets tool_choice "auto" through)."""
         if self.top_logprobs is not None and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs=true")
         max_tokens = self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
         logprobs = (self.top_logprobs or 0) if self.logprobs else None
         params = self._sampling(max_tokens, logprobs)
-        forced = tool_calls.constraint(self)
+        forced = tool_calls.constraint(self, tool_parser)
         if forced is not None:
             if params.structured_outputs is not None:
                 raise ValueError("tool_choice required / a named function decodes the calls' JSON itself: "

@@ -3,31 +3,44 @@ tool_choice "required" or a named function, the reply is decoded under a JSON sc
 is a call whatever the model: a named function's arguments object, or "required"'s list of
 {"name", "parameters"} (one at most without parallel_tool_calls), then returned as the message's tool_calls.
 tool_choice "auto" (OpenAI's default once tools are given) needs a parser for the model's own tool-call
-syntax, which onecat does not have: it is refused with a 400 that says what works, as vLLM refuses it when
-started without --tool-call-parser. "none" (or no tools) generates text; the tools still reach the chat
-template, which may show them to the model.
+syntax (serve.tool_call_parser, as vLLM's --tool-call-parser): "hermes" reads the <tool_call>{"name": ...,
+"arguments": {...}}</tool_call> blocks that Qwen2.5 / Qwen3 / Hermes models write, the text before them being
+the message's content. Without a parser "auto" is refused with a 400 that says what works, as vLLM refuses it.
+"none" (or no tools) generates text; the tools still reach the chat template, which may show them to the model.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 
 from .structured import StructuredOutputs
 
 EMPTY_OBJECT = {"type": "object", "properties": {}}
+PARSERS = {"hermes": ("<tool_call>", "</tool_call>")}
 
 
-def mode(req) -> str | None:
-    """'named', 'required' or None (text) for a ChatCompletionRequest; ValueError for what cannot be served."""
+def check_parser(name: str | None) -> str | None:
+    if name is not None and name not in PARSERS:
+        raise ValueError(f"unknown tool-call parser {name!r}; known: {', '.join(sorted(PARSERS))}")
+    return name
+
+
+def mode(req, parser: str | None = None) -> str | None:
+    """'named', 'required', 'auto' (with a parser) or None (text) for a ChatCompletionRequest; ValueError for
+    what cannot be served."""
     choice = req.tool_choice
     if not req.tools:
         if choice not in (None, "none"):
             raise ValueError("tool_choice needs tools")
         return None
+    if (choice is None or choice == "auto") and parser is not None:
+        return "auto"
     if choice is None or choice == "auto":
         raise ValueError('tool_choice "auto" (the default when tools are given) needs a parser of this model\'s '
-                         'tool-call syntax, which onecat does not have; pass tool_choice "required", '
+                         'tool-call syntax: start the server with serve.tool_call_parser=hermes for models that '
+                         'write <tool_call> blocks, or pass tool_choice "required", '
                          '{"type": "function", "function": {"name": ...}} or "none"')
     if choice == "none":
         return None
@@ -39,10 +52,10 @@ def mode(req) -> str | None:
     return "named"
 
 
-def constraint(req) -> StructuredOutputs | None:
+def constraint(req, parser: str | None = None) -> StructuredOutputs | None:
     """The JSON schema the reply must follow for the request's tool_choice, or None (free text)."""
-    how = mode(req)
-    if how is None:
+    how = mode(req, parser)
+    if how in (None, "auto"):
         return None
     if how == "named":
         tool = next(t for t in req.tools if t.function.name == req.tool_choice.function.name)
@@ -71,3 +84,38 @@ def parse(text: str, req, how: str) -> list[tuple[str, str]] | None:
     if how == "named":
         return [(req.tool_choice.function.name, json.dumps(value, ensure_ascii=False))]
     return [(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in value]
+
+
+def parse_auto(text: str, parser: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """(content, calls) of a free reply: each complete, valid call block in order (name, arguments JSON), the
+    text before the first block as content (less trailing space; None if blank). A block that is not a call's JSON, or a reply with no
+    block, stays text."""
+    start, end = PARSERS[parser]
+    calls, first = [], None
+    for m in re.finditer(re.escape(start) + r"(.*?)" + re.escape(end), text, re.S):
+        try:
+            value = json.loads(m.group(1))
+            name, args = value["name"], value.get("arguments", value.get("parameters", {}))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if not isinstance(name, str):
+            continue
+        calls.append((name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
+        first = m.start() if first is None else first
+    if not calls:
+        return text, []
+    return text[:first].rstrip() or None, calls
+
+
+def content_before_calls(text: str, parser: str) -> str:
+    """What a streamed "auto" reply can send as content before it ends: the text before its first call block,
+    less a tail that may begin the block's tag and less trailing space (which parse_auto drops before a call).
+    It is always a prefix of the final content."""
+    start = PARSERS[parser][0]
+    at = text.find(start)
+    if at >= 0:
+        return text[:at].rstrip()
+    for k in range(min(len(start) - 1, len(text)), 0, -1):
+        if text.endswith(start[:k]):
+            return text[:-k].rstrip()
+    return text.rstrip()

@@ -96,6 +96,21 @@ def test_usage_counts(client, llm):
     assert r.choices[0].finish_reason == "length"
 
 
+def test_cached_prompt_tokens_and_continuous_usage(client, llm):
+    """usage.prompt_tokens_details.cached_tokens (OpenAI's field) counts the prefix-cache hit of a repeated
+    prompt; vLLM's stream_options.continuous_usage_stats puts the usage so far in every chunk."""
+    prompt = "A note on caching, told at length so that it fills several blocks: " + "cache me please, " * 40
+    first = client.completions.create(model=llm.model_name, prompt=prompt, max_tokens=4, temperature=0)
+    again = client.completions.create(model=llm.model_name, prompt=prompt, max_tokens=4, temperature=0)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    hit = again.usage.prompt_tokens_details.cached_tokens
+    assert 0 < hit < again.usage.prompt_tokens and hit % llm.engine.kv.block_size == 0
+    chunks = list(chat(client, llm, max_tokens=8, stream=True, extra_body={"ignore_eos": True},
+                       stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    done = [c.usage.completion_tokens for c in chunks if c.choices and c.usage is not None]
+    assert done == sorted(done) and done[-1] == 8 and chunks[-1].usage.completion_tokens == 8
+
+
 def test_completions(client, llm):
     prompt = "The capital of France is"
     r = client.completions.create(model=llm.model_name, prompt=prompt, max_tokens=8, temperature=0)

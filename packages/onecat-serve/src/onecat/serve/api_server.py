@@ -44,7 +44,7 @@ from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCom
                        ChatCompletionResponse, ChatLogprobs, CompletionChoice, CompletionLogprobs, CompletionRequest,
                        CompletionResponse, DeltaMessage, ErrorInfo, ErrorResponse, ModelCard, ModelList, TokenLogprob,
                        TokenizeRequest, TokenizeResponse, DetokenizeRequest, DetokenizeResponse, TopLogprob, Usage,
-                       template_messages, validation_message)
+                       PromptTokensDetails, template_messages, validation_message)
 from .sampling_params import SamplingParams
 
 logger = logging.getLogger("onecat.serve")
@@ -406,7 +406,9 @@ async def sse(chunks: AsyncIterator[BaseModel]) -> AsyncIterator[str]:
 def usage(outputs: list[RequestOutput]) -> Usage:
     prompt = sum(len(o.prompt_token_ids) for o in outputs)
     completion = sum(len(c.token_ids) for o in outputs for c in o.outputs)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    cached = PromptTokensDetails(cached_tokens=sum(o.num_cached_tokens for o in outputs))
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion,
+                 prompt_tokens_details=cached)
 
 
 def _finite(x: float) -> float:
@@ -475,7 +477,7 @@ async def stream_chat(req: ChatCompletionRequest, run: Run, request_id: str,
                     choices.append(ChatChunkChoice(index=o.index, delta=delta, logprobs=logprobs,
                                                    finish_reason=finish))
             if choices:
-                yield chunk(choices)
+                yield chunk(choices, usage([out]) if req.continuous_usage else None)
     if req.include_usage and run.last_out is not None:
         yield chunk([], usage([run.last_out]))
 
@@ -525,7 +527,8 @@ async def stream_completion(req: CompletionRequest, runs: list[Run], prompt_text
                     choices.append(CompletionChoice(index=i, text=text, logprobs=logprobs,
                                                     finish_reason=o.finish_reason))
             if choices:
-                yield CompletionResponse(id=request_id, created=created, model=model, choices=choices)
+                yield CompletionResponse(id=request_id, created=created, model=model, choices=choices,
+                                         usage=usage([out]) if req.continuous_usage else None)
     if req.include_usage:
         yield CompletionResponse(id=request_id, created=created, model=model, choices=[],
                                  usage=usage([r.last_out for r in runs]))

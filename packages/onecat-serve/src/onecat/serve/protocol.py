@@ -49,6 +49,7 @@ def validation_message(e: ValidationError) -> tuple[str, str | None]:
 # -- shared request pieces -----------------------------------------------------------------------
 class StreamOptions(_Request):
     include_usage: bool = False
+    continuous_usage_stats: bool = False  # vLLM's: every chunk carries the usage so far
 
 
 class JsonSchemaFormat(_Request):
@@ -148,6 +149,10 @@ class _SamplingFields(_Request):
     def include_usage(self) -> bool:
         return self.stream_options is not None and self.stream_options.include_usage
 
+    @property
+    def continuous_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.continuous_usage_stats
+
 
 # -- completions ---------------------------------------------------------------------------------
 class CompletionRequest(_SamplingFields):
@@ -193,10 +198,15 @@ class CompletionChoice(_Response):
     stop_reason: str | int | None = None
 
 
+class PromptTokensDetails(_Response):
+    cached_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
+
+
 class Usage(_Response):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
 
 
 class CompletionResponse(_Response):

@@ -14,6 +14,6 @@ timeout $(( 420 - SECONDS )) python3 $S/_s38_attn_form.py --model $G/llama3-8b.Q
   --ab-disable "attn:w4:128;attn:w4:256;attn:w4:512;attn:w4:1024;attn:w4:64" > $FINAL/ab-min-part-q4_0-b1.txt 2>&1
 echo "rc=$? at ${SECONDS}s" >> $FINAL/ab-min-part-q4_0-b1.txt
 grep -E "^round|^decode|rc=|Error|error" $FINAL/ab-min-part-q4_0-b1.txt | tail -8 | cut -c1-900
-timeout $(( 585 - SECONDS )) python3 tools/gpu/gemm_bench.py --formats q4_0 --m 48,64 --shapes 6144x4096,4096x4096 \
-  --tiles w64,r32 --splits 1,2,3,4 --no-cublas --iters 20 --budget 150 > $FINAL/gemm-w64-r32.txt 2>&1
+timeout $(( 525 - SECONDS )) python3 tools/gpu/gemm_bench.py --formats q4_0 --m 48,64 --shapes 6144x4096,4096x4096 \
+  --tiles w64,r32 --splits 1,2,3,4 --no-cublas --iters 20 --budget 90 > $FINAL/gemm-w64-r32.txt 2>&1
 echo "gemm rc=$? at ${SECONDS}s"; tail -30 $FINAL/gemm-w64-r32.txt | cut -c1-200

@@ -20,19 +20,9 @@ PERSONA = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ persona | def
 
 
 @pytest.fixture(scope="module")
-def llm(api_llm):  # (tests/serve/conftest.py)
-    return api_llm
-
-
-@pytest.fixture(scope="module")
-def server(api_server):
-    return api_server
-
-
-@pytest.fixture(scope="module")
-def persona_server(llm, server, serve_app):
+def persona_server(api_llm, api_server, serve_app):  # (tests/serve/conftest.py)
     # The same engine behind a second app whose chat template is replaced; the first server's lifespan owns it.
-    with serve_app(build_app(llm, ServerConfig(chat_template=PERSONA)), lifespan="off") as s:
+    with serve_app(build_app(api_llm, ServerConfig(chat_template=PERSONA)), lifespan="off") as s:
         yield s
 
 
@@ -40,28 +30,28 @@ def tokenize(srv, **body) -> httpx.Response:
     return httpx.post(srv.url + "/tokenize", json=body, timeout=60)
 
 
-def test_continue_final_message_renders_the_open_turn(server, llm):
-    r = tokenize(server, messages=OPEN, continue_final_message=True, add_generation_prompt=False)
+def test_continue_final_message_renders_the_open_turn(api_server, api_llm):
+    r = tokenize(api_server, messages=OPEN, continue_final_message=True, add_generation_prompt=False)
     assert r.status_code == 200, r.text
     ids = r.json()["tokens"]
-    assert ids == llm.tokenizer.apply_chat_template(OPEN, continue_final_message=True, tokenize=True)
-    text = llm.tokenizer.decode(ids)
+    assert ids == api_llm.tokenizer.apply_chat_template(OPEN, continue_final_message=True, tokenize=True)
+    text = api_llm.tokenizer.decode(ids)
     assert text.endswith("<|im_start|>assistant\nThe capital of France is"), text
-    closed = tokenize(server, messages=OPEN, add_generation_prompt=False).json()["tokens"]
-    assert closed != ids and llm.tokenizer.decode(closed).endswith("<|im_end|>\n")
+    closed = tokenize(api_server, messages=OPEN, add_generation_prompt=False).json()["tokens"]
+    assert closed != ids and api_llm.tokenizer.decode(closed).endswith("<|im_end|>\n")
 
 
-def test_chat_continues_the_final_message(server, llm):
-    body = {"model": llm.model_name, "messages": OPEN, "temperature": 0, "max_tokens": 8,
+def test_chat_continues_the_final_message(api_server, api_llm):
+    body = {"model": api_llm.model_name, "messages": OPEN, "temperature": 0, "max_tokens": 8,
             "continue_final_message": True, "add_generation_prompt": False}
-    r = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
+    r = httpx.post(api_server.url + "/v1/chat/completions", json=body, timeout=120)
     assert r.status_code == 200, r.text
     content = r.json()["choices"][0]["message"]["content"]
     assert "Paris" in content and "<|im_start|>" not in content, content
     # The same tokens as a plain completion of the rendered prefix.
-    prompt = llm.tokenizer.apply_chat_template(OPEN, continue_final_message=True, tokenize=True)
-    plain = httpx.post(server.url + "/v1/completions", timeout=120,
-                       json={"model": llm.model_name, "prompt": prompt, "temperature": 0, "max_tokens": 8}).json()
+    prompt = api_llm.tokenizer.apply_chat_template(OPEN, continue_final_message=True, tokenize=True)
+    plain = httpx.post(api_server.url + "/v1/completions", timeout=120,
+                       json={"model": api_llm.model_name, "prompt": prompt, "temperature": 0, "max_tokens": 8}).json()
     assert plain["choices"][0]["text"] == content
 
 
@@ -73,27 +63,27 @@ def test_chat_continues_the_final_message(server, llm):
     {"messages": FRANCE, "chat_template_kwargs": ["enable_thinking"]},
     {"messages": FRANCE, "documents": "not a list"},
 ], ids=["with-generation-prompt", "user-last", "kwargs-messages", "kwargs-template", "kwargs-list", "documents-str"])
-def test_bad_template_controls_are_400(server, llm, body):
-    for route, extra in (("/v1/chat/completions", {"model": llm.model_name, "max_tokens": 2}), ("/tokenize", {})):
-        r = httpx.post(server.url + route, json=body | extra, timeout=60)
+def test_bad_template_controls_are_400(api_server, api_llm, body):
+    for route, extra in (("/v1/chat/completions", {"model": api_llm.model_name, "max_tokens": 2}), ("/tokenize", {})):
+        r = httpx.post(api_server.url + route, json=body | extra, timeout=60)
         assert r.status_code == 400, (route, r.text)
         assert "error" in r.json()
 
 
-def test_server_template_reads_request_kwargs_and_documents(persona_server, server, llm):
-    plain = llm.tokenizer.decode(tokenize(persona_server, messages=FRANCE).json()["tokens"])
+def test_server_template_reads_request_kwargs_and_documents(persona_server, api_server, api_llm):
+    plain = api_llm.tokenizer.decode(tokenize(persona_server, messages=FRANCE).json()["tokens"])
     assert "plain: What is the capital of France?" in plain and plain.endswith("<|im_start|>assistant\n")
     named = tokenize(persona_server, messages=FRANCE, chat_template_kwargs={"persona": "Zorblax"},
                      documents=[{"title": "atlas", "text": "..."}]).json()["tokens"]
-    named = llm.tokenizer.decode(named)
+    named = api_llm.tokenizer.decode(named)
     assert "Zorblax: What is the capital of France?" in named and "[doc atlas]" in named
     # The model's own template is untouched for the first app on the same engine.
-    own = llm.tokenizer.decode(tokenize(server, messages=FRANCE, chat_template_kwargs={"persona": "Zorblax"})
+    own = api_llm.tokenizer.decode(tokenize(api_server, messages=FRANCE, chat_template_kwargs={"persona": "Zorblax"})
                                .json()["tokens"])
-    assert "Zorblax" not in own and own == llm.tokenizer.apply_chat_template(FRANCE, add_generation_prompt=True)
+    assert "Zorblax" not in own and own == api_llm.tokenizer.apply_chat_template(FRANCE, add_generation_prompt=True)
     r = httpx.post(persona_server.url + "/v1/chat/completions", timeout=120,
-                   json={"model": llm.model_name, "messages": FRANCE, "temperature": 0, "max_tokens": 4})
-    assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == len(llm.tokenizer.encode(plain)), r.text
+                   json={"model": api_llm.model_name, "messages": FRANCE, "temperature": 0, "max_tokens": 4})
+    assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == len(api_llm.tokenizer.encode(plain)), r.text
 
 
 def test_load_chat_template(tmp_path):
@@ -109,6 +99,6 @@ def test_load_chat_template(tmp_path):
         build_app(object(), ServerConfig(chat_template="{{ unclosed"))
 
 
-def test_version(server):
-    r = httpx.get(server.url + "/version")
+def test_version(api_server):
+    r = httpx.get(api_server.url + "/version")
     assert r.status_code == 200 and r.json() == {"version": importlib.metadata.version("onecat-serve")}

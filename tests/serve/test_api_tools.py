@@ -106,11 +106,30 @@ def test_parse_auto(text, want):
     assert parse_auto(text, "hermes") == want
 
 
-def test_streamed_content_is_a_prefix_of_the_final_content():
-    text = 'Sure, one moment.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
-    final, _ = parse_auto(text, "hermes")
+@pytest.mark.parametrize("text, want", [
+    ('{"name": "f", "parameters": {"a": 1}}', (None, [("f", '{"a": 1}')])),
+    ('<|python_tag|>{"name": "f", "parameters": {}}; {"name": "g", "arguments": {"b": "x"}}',
+     (None, [("f", "{}"), ("g", '{"b": "x"}')])),
+    ("The capital is Paris.", ("The capital is Paris.", [])),
+    ('{"name": "f", "parameters": {}} and then text', ('{"name": "f", "parameters": {}} and then text', [])),
+    ('{"not": "a call"}', ('{"not": "a call"}', [])),
+    ('{"name": "f", "parameters": {', ('{"name": "f", "parameters": {', [])),  # cut short
+])
+def test_parse_auto_llama3_json(text, want):
+    assert parse_auto(text, "llama3_json") == want
+
+
+@pytest.mark.parametrize("parser, text", [
+    ("hermes", 'Sure, one moment.\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'),
+    ("hermes", "Plain text, <tool_ but never a call."),
+    ("llama3_json", '{"name": "f", "parameters": {}}'),
+    ("llama3_json", "<|python_tag|>not json after all"),
+    ("llama3_json", "Just an answer."),
+])
+def test_streamed_content_is_a_prefix_of_the_final_content(parser, text):
+    final, _ = parse_auto(text, parser)
     for cut in range(len(text) + 1):
-        assert final.startswith(content_before_calls(text[:cut], "hermes")), cut
+        assert (final or "").startswith(content_before_calls(text[:cut], parser)), cut
     assert content_before_calls("abc <tool_c", "hermes") == "abc"
 
 
@@ -146,6 +165,22 @@ def test_auto_without_a_call_is_text(hermes_client, api_llm):
     streamed = "".join(c.choices[0].delta.content or "" for c in ask(hermes_client, api_llm, max_tokens=12,
                                                                      stream=True) if c.choices)
     assert streamed == r.choices[0].message.content
+
+
+def test_auto_reads_llama3_json_calls(api_llm, api_server, serve_app):
+    with serve_app(build_app(api_llm, ServerConfig(tool_call_parser="llama3_json")), lifespan="off") as s:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        regex = '\\{"name": "get_weather", "parameters": \\{"city": "(Paris|Rome)", "unit": "(c|f)"\\}\\}'
+        r = ask(client, api_llm, max_tokens=96, extra_body={"structured_outputs": {"regex": regex}})
+        m = r.choices[0].message
+        assert m.content is None and len(m.tool_calls) == 1 and valid(m.tool_calls[0])
+        assert r.choices[0].finish_reason == "tool_calls"
+        chunks = [c for c in ask(client, api_llm, stream=True, max_tokens=96,
+                                 extra_body={"structured_outputs": {"regex": regex}}) if c.choices]
+        assert not "".join(c.choices[0].delta.content or "" for c in chunks)
+        streamed = [t for c in chunks for t in (c.choices[0].delta.tool_calls or [])]
+        assert [(t.function.name, t.function.arguments) for t in streamed] == [
+            (m.tool_calls[0].function.name, m.tool_calls[0].function.arguments)]
 
 
 def test_unknown_tool_parser_fails_at_startup(api_llm):

@@ -72,5 +72,5 @@ class ServerConfig:
     api_key: str | None = None
     log_level: str = "info"
     chat_template: str | None = None  # a file or inline Jinja that replaces the model's (vLLM's --chat-template)
-    tool_call_parser: str | None = None  # "hermes": tool_choice "auto" reads <tool_call> blocks (tool_calls.py)
+    tool_call_parser: str | None = None  # "hermes" / "llama3_json": tool_choice "auto" (tool_calls.py)
     reasoning_parser: str | None = None  # "qwen3" / "deepseek_r1": think blocks as `reasoning` (serve/reasoning.py)

@@ -5,7 +5,9 @@ is a call whatever the model: a named function's arguments object, or "required"
 tool_choice "auto" (OpenAI's default once tools are given) needs a parser for the model's own tool-call
 syntax (serve.tool_call_parser, as vLLM's --tool-call-parser): "hermes" reads the <tool_call>{"name": ...,
 "arguments": {...}}</tool_call> blocks that Qwen2.5 / Qwen3 / Hermes models write, the text before them being
-the message's content. Without a parser "auto" is refused with a 400 that says what works, as vLLM refuses it.
+the message's content; "llama3_json" reads Llama 3.x's replies that are JSON calls ({"name": ..., "parameters":
+{...}}, several separated by ';', after an optional <|python_tag|>). Without a parser "auto" is refused with a
+400 that says what works, as vLLM refuses it.
 "none" (or no tools) generates text; the tools still reach the chat template, which may show them to the model.
 """
 
@@ -18,7 +20,8 @@ import re
 from .structured import StructuredOutputs
 
 EMPTY_OBJECT = {"type": "object", "properties": {}}
-PARSERS = {"hermes": ("<tool_call>", "</tool_call>")}
+PARSERS = {"hermes": ("<tool_call>", "</tool_call>"), "llama3_json": ("", "")}  # (a call block's tags)
+LLAMA3_TAG = "<|python_tag|>"  # Llama 3.x may open its calls with it (a special token: kept only when not skipped)
 
 
 def check_parser(name: str | None) -> str | None:
@@ -86,31 +89,62 @@ def parse(text: str, req, how: str) -> list[tuple[str, str]] | None:
     return [(c["name"], json.dumps(c["parameters"], ensure_ascii=False)) for c in value]
 
 
+def _call(value) -> tuple[str, str] | None:
+    """(name, arguments JSON) of a decoded call object ({"name", "arguments" or "parameters"}), else None."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    args = value.get("arguments", value.get("parameters", {}))
+    return value["name"], args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+
+
 def parse_auto(text: str, parser: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """(content, calls) of a free reply: each complete, valid call block in order (name, arguments JSON), the
-    text before the first block as content (less trailing space; None if blank). A block that is not a call's JSON, or a reply with no
-    block, stays text."""
+    """(content, calls) of a free reply (name, arguments JSON per call). hermes: each complete, valid block in
+    order, the text before the first as content (less trailing space; None if blank). llama3_json: a reply that is
+    (after an optional <|python_tag|>) one or more call objects separated by ';' is all calls. Anything else, a
+    malformed block included, stays text."""
+    if parser == "llama3_json":
+        body = text.strip().removeprefix(LLAMA3_TAG).lstrip()
+        calls, at, dec = [], 0, json.JSONDecoder()
+        while body.startswith("{"):
+            try:
+                value, end = dec.raw_decode(body, at)
+            except ValueError:
+                return text, []
+            if (call := _call(value)) is None:
+                return text, []
+            calls.append(call)
+            rest = body[end:].lstrip()
+            if not rest:
+                return None, calls
+            if not rest.startswith(";"):
+                return text, []
+            body, at = rest[1:].lstrip(), 0
+        return text, []
     start, end = PARSERS[parser]
     calls, first = [], None
     for m in re.finditer(re.escape(start) + r"(.*?)" + re.escape(end), text, re.S):
         try:
-            value = json.loads(m.group(1))
-            name, args = value["name"], value.get("arguments", value.get("parameters", {}))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            call = _call(json.loads(m.group(1)))
+        except ValueError:
             continue
-        if not isinstance(name, str):
-            continue
-        calls.append((name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
-        first = m.start() if first is None else first
+        if call is not None:
+            calls.append(call)
+            first = m.start() if first is None else first
     if not calls:
         return text, []
     return text[:first].rstrip() or None, calls
 
 
 def content_before_calls(text: str, parser: str) -> str:
-    """What a streamed "auto" reply can send as content before it ends: the text before its first call block,
-    less a tail that may begin the block's tag and less trailing space (which parse_auto drops before a call).
-    It is always a prefix of the final content."""
+    """What a streamed "auto" reply can send as content before it ends, always a prefix of the final content.
+    hermes: the text before its first call block, less a tail that may begin the block's tag and less trailing
+    space (which parse_auto drops before a call). llama3_json: nothing while the reply may be calls (it begins
+    with '{' or the tag, or is still a prefix of the tag), else all of it."""
+    if parser == "llama3_json":
+        lead = text.lstrip()
+        if lead.startswith(("{", LLAMA3_TAG)) or LLAMA3_TAG.startswith(lead):
+            return ""
+        return text
     start = PARSERS[parser][0]
     at = text.find(start)
     if at >= 0:

@@ -129,9 +129,13 @@ def test_the_server_answers_and_streams_the_same(serve_app):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", [SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
-                                    SamplingParams(temperature=0.9, top_k=50, seed=11, max_tokens=24, ignore_eos=True)],
-                         ids=["greedy", "seeded"])
+@pytest.mark.parametrize("params", [
+    SamplingParams(temperature=0, max_tokens=24, ignore_eos=True),
+    SamplingParams(temperature=0.9, top_k=50, seed=11, max_tokens=24, ignore_eos=True),
+    # logits rules on the CUDA route: a value-free one (runs asynchronously) and one that reads the tokens
+    SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, allowed_token_ids=list(range(100, 400))),
+    SamplingParams(temperature=0.9, seed=5, max_tokens=24, ignore_eos=True, bad_words=["the", "and"],
+                   logit_bias={1000: 5.0})], ids=["greedy", "seeded", "allowed-ids", "bad-words-bias"])
 def test_cuda_graphs_with_async_scheduling_change_no_token(params):
     """On the GPU the decode rows feed last step's tokens from the device into the graph's inputs:
     tokens equal to the synchronous engine's, graphs on. Requests stop at different lengths, so
@@ -160,3 +164,5 @@ def test_cuda_graphs_with_async_scheduling_change_no_token(params):
         outs[async_on] = [o.outputs[0].token_ids for o in llm.generate(PROMPTS, plist)]
     assert outs[False] == outs[True]
     assert [len(t) for t in outs[True]] == [params.max_tokens - 3 * i for i in range(len(PROMPTS))]
+    if params.allowed_token_ids:
+        assert {t for ids in outs[True] for t in ids} <= set(params.allowed_token_ids)

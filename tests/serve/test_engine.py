@@ -113,6 +113,19 @@ def test_chat_stops_at_end_of_turn(llm):
     assert out.token_ids[-1] in llm.tokenizer.eos_token_ids and "<|im_end|>" not in out.text
 
 
+def test_chat_continues_a_final_message_and_takes_template_kwargs(llm):
+    turns = [{"role": "user", "content": "What is the capital of France?"},
+             {"role": "assistant", "content": "The capital of France is"}]
+    out = llm.chat(turns, SamplingParams(temperature=0, max_tokens=4), add_generation_prompt=False,
+                   continue_final_message=True)[0]
+    assert "Paris" in out.outputs[0].text
+    assert llm.tokenizer.decode(out.prompt_token_ids).endswith("<|im_start|>assistant\nThe capital of France is")
+    persona = "{% for m in messages %}{{ who }}: {{ m['content'] }}\n{% endfor %}"
+    out = llm.chat(turns[:1], SamplingParams(temperature=0, max_tokens=1), chat_template=persona,
+                   chat_template_kwargs={"who": "Zorblax"})[0]
+    assert llm.tokenizer.decode(out.prompt_token_ids) == "Zorblax: What is the capital of France?\n"
+
+
 def test_seeds_reproduce_and_n_fans_out(llm):
     p = SamplingParams(temperature=0.9, top_p=0.95, max_tokens=12, seed=1234, ignore_eos=True)
     a = llm.generate("Tell me a story:", p)[0].outputs[0].token_ids

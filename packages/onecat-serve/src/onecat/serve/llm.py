@@ -50,9 +50,13 @@ class LLM:
         return [done[r] for r in order]
 
     def chat(self, messages: list[dict] | list[list[dict]], params: SamplingParams | None = None,
-             add_generation_prompt: bool = True, **template_kw) -> list[RequestOutput]:
+             add_generation_prompt: bool = True, chat_template_kwargs: dict | None = None,
+             **template_kw) -> list[RequestOutput]:
+        """Chat turns through the model's chat template (vLLM's LLM.chat): `tools`, `documents`,
+        `continue_final_message`, `chat_template` and template variables as keywords or in chat_template_kwargs."""
         convs = messages if messages and isinstance(messages[0], list) else [messages]
+        kw = {**(chat_template_kwargs or {}), **template_kw}
         prompts = [self.tokenizer.encode(self.tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt,
-                                                                             **template_kw), add_special_tokens=False)
+                                                                             **kw), add_special_tokens=False)
                    for c in convs]
         return self.generate(prompts, params)

@@ -42,9 +42,10 @@ from . import tool_calls
 from .outputs import Logprob, RequestOutput, TokenLogprobs
 from .protocol import (ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
                        ChatCompletionResponse, ChatLogprobs, CompletionChoice, CompletionLogprobs, CompletionRequest,
-                       CompletionResponse, DeltaMessage, ErrorInfo, ErrorResponse, ModelCard, ModelList, TokenLogprob,
-                       TokenizeRequest, TokenizeResponse, DetokenizeRequest, DetokenizeResponse, TopLogprob, Usage,
-                       PromptTokensDetails, template_messages, validation_message)
+                       CompletionResponse, DeltaMessage, DetokenizeRequest, DetokenizeResponse, EmbeddingRequest,
+                       EmbeddingResponse, ErrorInfo, ErrorResponse, ModelCard, ModelList, PromptTokensDetails,
+                       TokenLogprob, TokenizeRequest, TokenizeResponse, TopLogprob, Usage, prompt_list,
+                       template_messages, validation_message)
 from .sampling_params import SamplingParams
 
 logger = logging.getLogger("onecat.serve")
@@ -175,6 +176,21 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         req = await parse_body(request, DetokenizeRequest)
         check_model(req.model)
         return JSONResponse(DetokenizeResponse(prompt=api_values(llm.tokenizer.decode, req.tokens)).model_dump())
+
+    @app.post("/v1/embeddings", dependencies=auth)
+    async def embeddings(request: Request) -> JSONResponse:
+        req = await parse_body(request, EmbeddingRequest)
+        check_model(req.model)
+        if not server_config.embeddings:
+            raise APIError("this server does not serve embeddings: start it with serve.embeddings=true (the last "
+                           "token's final hidden state, L2-normalized, as vLLM's embed runner and llama.cpp's "
+                           "--embeddings pool a decoder model)", 404, "not_found_error")
+        if req.dimensions is not None:
+            raise APIError("dimensions is not supported: this model's embeddings are its hidden size", param="dimensions")
+        inputs = api_values(prompt_list, req.input, "input")
+        vectors = [await llm.on_engine(lambda eng, p=p: api_values(eng.embed, p, req.truncate_prompt_tokens))
+                   for p in inputs]
+        return JSONResponse(EmbeddingResponse.of(vectors, llm.model_name, req.encoding_format).model_dump())
 
     @app.post("/v1/chat/completions", dependencies=auth)
     async def chat_completions(request: Request) -> Response:

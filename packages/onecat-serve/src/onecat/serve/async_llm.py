@@ -88,6 +88,16 @@ class AsyncLLM:
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
 
+    async def on_engine(self, fn):
+        """fn(engine)'s result, run on the engine thread between steps (work that must not race a step)."""
+        if self.error is not None:
+            raise RuntimeError(f"the engine stopped after an error: {self.error}")
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self.start()
+        self._inbox.put(("call", fn, loop, done))
+        return await done
+
     # -- the engine thread --------------------------------------------------------------------
     def _loop(self) -> None:
         eng = self.engine
@@ -126,6 +136,18 @@ class AsyncLLM:
                     self._deliver(rid, e)
             elif item[0] == "abort":
                 self.engine.abort_request(item[1])
+            elif item[0] == "call":
+                _, fn, loop, done = item
+                try:
+                    result, failed = fn(self.engine), False
+                except Exception as e:  # the caller's error (a bad input), not the engine's
+                    result, failed = e, True
+                settle = (lambda f=done, e=result: f.done() or f.set_exception(e)) if failed else \
+                    (lambda f=done, r=result: f.done() or f.set_result(r))
+                try:
+                    loop.call_soon_threadsafe(settle)
+                except RuntimeError:  # the caller's loop is closed
+                    pass
 
     def _deliver(self, request_id: str, item) -> None:
         stream = self._streams.get(request_id)

@@ -72,5 +72,6 @@ class ServerConfig:
     api_key: str | None = None
     log_level: str = "info"
     chat_template: str | None = None  # a file or inline Jinja that replaces the model's (vLLM's --chat-template)
+    embeddings: bool = False  # /v1/embeddings: the last token's final hidden state, L2-normalized (vLLM / llama.cpp)
     tool_call_parser: str | None = None  # "hermes" / "llama3_json": tool_choice "auto" (tool_calls.py)
     reasoning_parser: str | None = None  # "qwen3" / "deepseek_r1": think blocks as `reasoning` (serve/reasoning.py)

@@ -10,6 +10,8 @@ import os
 import time
 from dataclasses import dataclass, replace
 
+import torch
+
 from onecat.models.loader import load_model
 from onecat.spec import NgramProposer, ProposeRequest
 from onecat.spec.draft import DraftModelProposer, check_same_vocabulary, truncated_model
@@ -98,6 +100,14 @@ class LLMEngine:
             raise ValueError(f"max_tokens={params.max_tokens} plus the prompt's {len(ids)} tokens exceeds this "
                              f"model's context of {self.max_model_len} tokens")
         return ids
+
+    def embed(self, prompt: str | list[int], truncate_prompt_tokens: int | None = None) -> tuple[list[float], int]:
+        """(embedding, prompt tokens) of a text: the last token's final hidden state, L2-normalized, as vLLM's
+        embed runner and llama.cpp's --embeddings pool a decoder-only model. Runs between engine steps on a
+        scratch cache (the KV cache and its prefix entries are untouched)."""
+        ids = self.encode_prompt(prompt, truncate_prompt_tokens)
+        last = self.runner.hidden_states(ids)[-1].float()
+        return torch.nn.functional.normalize(last, dim=0).tolist(), len(ids)
 
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
                     arrival_time: float | None = None) -> list[int]:

@@ -361,6 +361,11 @@ class ModelRunner:
         spares the LM head the positions a check does not read (on a 128K vocabulary most of the cost)."""
         if not 0 <= first < len(token_ids):
             raise ValueError(f"score: first={first} outside the sequence's {len(token_ids)} positions")
+        return self.model.compute_logits(self.hidden_states(token_ids)[first:])
+
+    @torch.inference_mode()
+    def hidden_states(self, token_ids: list[int]) -> torch.Tensor:
+        """The final (normed) hidden states [T, H] of one sequence, on a scratch KV cache as `score`."""
         T, bs = len(token_ids), self.block_size
         nblk = -(-T // bs)
         shape = (nblk, bs, self.spec.num_kv_heads, self.spec.head_dim)
@@ -368,5 +373,4 @@ class ModelRunner:
                    torch.zeros(shape, dtype=self.kv_dtype, device=self.device)) for _ in self.spec.attention_layers]
         md = self._metadata([0, T], [T], [list(range(nblk))], list(range(T)))
         ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
-        hidden = self.model.forward(ids, torch.arange(T, device=self.device), caches, md)
-        return self.model.compute_logits(hidden[first:])
+        return self.model.forward(ids, torch.arange(T, device=self.device), caches, md)

@@ -4,7 +4,9 @@ OpenAI-compatible servers do. `to_sampling_params` maps a request onto the engin
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import time
 from dataclasses import replace
 from typing import Literal
@@ -155,6 +157,15 @@ class _SamplingFields(_Request):
 
 
 # -- completions ---------------------------------------------------------------------------------
+def prompt_list(value: str | list, name: str) -> list[str | list[int]]:
+    """A prompt field as a list of prompts: a string, or a list of token ids, is one."""
+    if isinstance(value, str):
+        return [value]
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return [list(value)] if isinstance(value[0], int) else list(value)
+
+
 class CompletionRequest(_SamplingFields):
     prompt: str | list[str] | list[int] | list[list[int]]  # a list of token ids is one prompt
     max_tokens: int | None = 16
@@ -164,13 +175,7 @@ class CompletionRequest(_SamplingFields):
     best_of: int | None = None  # refused unless equal to n (vLLM v1 has none either)
 
     def prompts(self) -> list[str | list[int]]:
-        if isinstance(self.prompt, str):
-            return [self.prompt]
-        if not self.prompt:
-            raise ValueError("prompt must not be empty")
-        if isinstance(self.prompt[0], int):
-            return [list(self.prompt)]
-        return list(self.prompt)
+        return prompt_list(self.prompt, "prompt")
 
     def to_sampling_params(self) -> SamplingParams:
         if self.suffix:
@@ -475,6 +480,43 @@ class DetokenizeRequest(_Request):
 
 class DetokenizeResponse(_Response):
     prompt: str
+
+
+# -- embeddings (serve.embeddings: the last token's final hidden state, L2-normalized) ----------------------------
+class EmbeddingRequest(_Request):
+    model: str | None = None
+    input: str | list[str] | list[int] | list[list[int]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None  # refused: no matryoshka truncation for a decoder's hidden state
+    truncate_prompt_tokens: int | None = Field(None, ge=1)
+    user: str | None = None  # accepted and ignored
+
+
+class EmbeddingData(_Response):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str  # base64: the float32 little-endian bytes, as OpenAI sends them
+
+
+class EmbeddingUsage(_Response):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(_Response):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+
+    @classmethod
+    def of(cls, vectors: list[tuple[list[float], int]], model: str, encoding: str) -> EmbeddingResponse:
+        """From (embedding, prompt tokens) per input."""
+        def encode(v: list[float]) -> list[float] | str:
+            return v if encoding == "float" else base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()
+        n = sum(t for _, t in vectors)
+        return cls(data=[EmbeddingData(index=i, embedding=encode(v)) for i, (v, _) in enumerate(vectors)],
+                   model=model, usage=EmbeddingUsage(prompt_tokens=n, total_tokens=n))
 
 
 # -- models --------------------------------------------------------------------------------------

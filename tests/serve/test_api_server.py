@@ -351,6 +351,7 @@ BAD_COMPLETION = {
     "allowed_token_ids out of range": {"prompt": "hi", "allowed_token_ids": [10**9]},
     "bad_words not a list": {"prompt": "hi", "bad_words": "Paris"},
     "truncate_prompt_tokens 0": {"prompt": "hi", "truncate_prompt_tokens": 0},
+    "priority under fcfs": {"prompt": "hi", "priority": 3},
 }
 
 

@@ -190,6 +190,31 @@ def test_allowed_token_ids_bad_words_and_prompt_truncation(llm):
     assert "big" not in llm.engine.groups
 
 
+def test_priority_needs_the_priority_policy(llm):
+    with pytest.raises(ValueError, match="scheduler.policy=priority"):
+        llm.engine.add_request("prio", "Hello", SamplingParams(max_tokens=2), priority=1)
+    assert "prio" not in llm.engine.groups
+    with pytest.raises(ValueError, match="1 priorities for 2 prompts"):
+        llm.generate(["a", "b"], SamplingParams(max_tokens=1), priority=[0])
+
+
+def test_priority_policy_serves_the_same_tokens(llm):
+    """Under scheduler.policy=priority (one sequence at a time, so the order is the priority's) every prompt
+    still gets the tokens it gets alone."""
+    from onecat.serve.llm import LLM
+
+    prio = LLM(config=EngineConfig(scheduler=SchedulerConfig(policy="priority", max_num_seqs=1)), progress=False)
+    outs = prio.generate(PROMPTS[:4], GREEDY, priority=[3, -2, 0, 1])
+    assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in llm.generate(PROMPTS[:4], GREEDY)]
+    eng = prio.engine
+    for rid, rank in (("later", 2), ("first", -5), ("next", 0)):
+        eng.add_request(rid, "Hello there", SamplingParams(max_tokens=2), priority=rank)
+    eng.step()
+    assert [r.request_id for r in eng.scheduler.running] == ["first"]
+    while eng.has_unfinished_requests():
+        eng.step()
+
+
 def test_seed_must_fit_64_bits():
     with pytest.raises(ValueError, match="64-bit"):
         SamplingParams(seed=2**70)

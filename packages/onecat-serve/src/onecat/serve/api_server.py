@@ -200,7 +200,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         prompt_ids, split = chat_prompt(req)
         rules = ReplyRules(req, split, tool_parser)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        run = await Run(llm, metrics, prompt_ids, params, request_id).start()
+        run = await Run(llm, metrics, prompt_ids, params, request_id, req.priority).start()
         if req.stream:
             return EngineStream(sse(stream_chat(req, run, request_id, llm.model_name, rules)))
         final = await unless_disconnected(request, run.last())
@@ -213,7 +213,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
         params = sampling_params(req)
         prompts = api_values(req.prompts)  # a string or token ids each; the engine tokenizes
         request_id = f"cmpl-{uuid.uuid4().hex}"
-        runs = [Run(llm, metrics, p, params, f"{request_id}-{i}") for i, p in enumerate(prompts)]
+        runs = [Run(llm, metrics, p, params, f"{request_id}-{i}", req.priority) for i, p in enumerate(prompts)]
         await start_all(runs)  # the engine has checked the token ids: decoding them is safe
         texts = [p if isinstance(p, str) else llm.tokenizer.decode(p) for p in prompts] if req.echo else None
         token_str = llm.tokenizer.token_texts
@@ -278,8 +278,8 @@ class Run:
     """One engine request: its cumulative outputs as they come, and its metrics at the end."""
 
     def __init__(self, llm: Any, metrics: ServerMetrics, prompt: str | list[int], params: SamplingParams,
-                 request_id: str) -> None:
-        self.gen = llm.generate(prompt, params, request_id)
+                 request_id: str, priority: int = 0) -> None:
+        self.gen = llm.generate(prompt, params, request_id, priority)
         self.metrics = metrics
         self.arrival, self.first_token = time.monotonic(), None
         self.first: RequestOutput | None = None

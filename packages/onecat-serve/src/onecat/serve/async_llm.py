@@ -60,16 +60,18 @@ class AsyncLLM:
             self._thread = None
 
     # -- requests -----------------------------------------------------------------------------
-    async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
+    async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str,
+                       priority: int = 0) -> AsyncIterator[RequestOutput]:
         if self.error is not None:
             raise RuntimeError(f"the engine stopped after an error: {self.error}")
+        self.engine.check_priority(priority)
         ids = self.engine.check_request(prompt, params)  # validates before anything is queued
         q: asyncio.Queue = asyncio.Queue()
         if request_id in self._streams:
             raise ValueError(f"request id {request_id!r} is already in use")
         self._streams[request_id] = (asyncio.get_running_loop(), q)
         self.start()
-        self._inbox.put(("add", request_id, ids, params))
+        self._inbox.put(("add", request_id, ids, params, priority))
         finished = False
         try:
             while True:
@@ -129,9 +131,9 @@ class AsyncLLM:
                 break
         for item in items:
             if item[0] == "add":
-                _, rid, ids, params = item
+                _, rid, ids, params, priority = item
                 try:
-                    self.engine.add_request(rid, ids, params)
+                    self.engine.add_request(rid, ids, params, priority=priority)
                 except Exception as e:
                     self._deliver(rid, e)
             elif item[0] == "abort":

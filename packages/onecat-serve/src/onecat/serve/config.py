@@ -39,6 +39,9 @@ class SchedulerConfig:
     # On by default: same tokens, and the H200 measured 0.97 -> 0.88 ms per smollm2 step, 12.5 ->
     # 10.2 ms per llama3-8b batch-64 step (benchmarks/results/h200-2026-11-29-s5/decode-ab.log).
     async_scheduling: bool = True
+    # "fcfs": arrival order; "priority" (vLLM's): requests with a lower `priority` value are admitted first, and
+    # when the KV pool runs dry the running request with the highest (priority, arrival) is preempted
+    policy: str = "fcfs"
 
 
 @dataclass

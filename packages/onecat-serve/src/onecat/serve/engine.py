@@ -109,10 +109,17 @@ class LLMEngine:
         last = self.runner.hidden_states(ids)[-1].float()
         return torch.nn.functional.normalize(last, dim=0).tolist(), len(ids)
 
+    def check_priority(self, priority: int) -> None:
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise ValueError(f"priority must be an integer, got {priority!r}")
+        if priority and self.config.scheduler.policy != "priority":
+            raise ValueError(f"priority {priority} needs priority scheduling: start with scheduler.policy=priority")
+
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams,
-                    arrival_time: float | None = None) -> list[int]:
+                    arrival_time: float | None = None, priority: int = 0) -> list[int]:
         if request_id in self.groups:
             raise ValueError(f"request id {request_id!r} is already in use")
+        self.check_priority(priority)
         ids = self.check_request(prompt, params)
         compiled = self._compile(params.structured_outputs) if params.structured_outputs is not None else None
         bad_ids = bad_word_token_ids(self.tokenizer, params.bad_words)
@@ -125,7 +132,7 @@ class LLMEngine:
                 p = replace(params, n=1, seed=None if params.seed is None else params.seed + i,
                             prompt_logprobs=params.prompt_logprobs if i == 0 else None)
             sid = request_id if params.n == 1 else f"{request_id}#{i}"
-            seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival))
+            seqs.append(Request(sid, ids, p, max_tokens, self.eos_token_ids, arrival, priority))
             if compiled is not None:
                 seqs[-1].grammar = self._grammars.matcher(compiled)
             seqs[-1].bad_word_ids = bad_ids

@@ -29,18 +29,23 @@ class LLM:
         self.engine = engine
         self.tokenizer = engine.tokenizer
 
-    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[RequestOutput]:
-        """prompts: a string, a list of token ids, or a list of either. Outputs keep prompt order."""
+    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None,
+                 priority: list[int] | None = None) -> list[RequestOutput]:
+        """prompts: a string, a list of token ids, or a list of either. Outputs keep prompt order. priority: one
+        per prompt (lower first) under scheduler.policy=priority, as vLLM's."""
         if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         params = params or SamplingParams()
         plist = params if isinstance(params, list) else [params] * len(prompts)
         if len(plist) != len(prompts):
             raise ValueError(f"{len(plist)} sampling params for {len(prompts)} prompts")
+        ranks = priority if priority is not None else [0] * len(prompts)
+        if len(ranks) != len(prompts):
+            raise ValueError(f"{len(ranks)} priorities for {len(prompts)} prompts")
         order = []
-        for prompt, p in zip(prompts, plist):
+        for prompt, p, rank in zip(prompts, plist, ranks):
             rid = f"offline-{next(_REQUEST_IDS)}"
-            self.engine.add_request(rid, prompt, p)
+            self.engine.add_request(rid, prompt, p, priority=rank)
             order.append(rid)
         done: dict[str, RequestOutput] = {}
         while self.engine.has_unfinished_requests():

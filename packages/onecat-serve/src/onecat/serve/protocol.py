@@ -106,6 +106,7 @@ class _SamplingFields(_Request):
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
     truncate_prompt_tokens: int | None = None
+    priority: int = 0  # scheduler.policy=priority: lower first (vLLM's); any other value is a 400 under fcfs
 
     def _logit_bias(self) -> dict[int, float] | None:
         if not self.logit_bias:

@@ -26,8 +26,10 @@ PLACEHOLDER = -1  # a sampled token the host does not know yet (async scheduling
 
 class Request:
     def __init__(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams,
-                 max_tokens: int, eos_token_ids: frozenset[int] = frozenset(), arrival_time: float | None = None):
+                 max_tokens: int, eos_token_ids: frozenset[int] = frozenset(), arrival_time: float | None = None,
+                 priority: int = 0):
         self.request_id = request_id
+        self.priority = priority  # scheduler.policy=priority: lower values are served first
         self.prompt_token_ids = list(prompt_token_ids)
         self.params = params
         self.max_tokens = max_tokens  # resolved: never beyond the context

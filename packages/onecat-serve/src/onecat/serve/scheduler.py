@@ -44,7 +44,10 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager, max_model_len: int):
+        if config.policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduler.policy must be fcfs or priority, got {config.policy!r}")
         self.config = config
+        self.by_priority = config.policy == "priority"
         self.kv = kv
         self.max_model_len = max_model_len
         self.waiting: deque[Request] = deque()
@@ -57,7 +60,19 @@ class Scheduler:
 
     def add(self, req: Request) -> None:
         self.requests[req.request_id] = req
-        self.waiting.append(req)
+        self._enqueue(req, front=False)
+
+    @staticmethod
+    def _rank(req: Request) -> tuple:
+        return req.priority, req.arrival_time
+
+    def _enqueue(self, req: Request, front: bool) -> None:
+        """Into the waiting queue: fcfs at the back (new) or the front (preempted); by priority at its rank."""
+        if not self.by_priority:
+            self.waiting.appendleft(req) if front else self.waiting.append(req)
+            return
+        at = next((i for i, w in enumerate(self.waiting) if self._rank(req) < self._rank(w)), len(self.waiting))
+        self.waiting.insert(at, req)
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
@@ -70,6 +85,8 @@ class Scheduler:
 
         i = 0
         drafts: dict[str, int] = {}
+        if self.by_priority:  # the budget goes to the best-ranked first, and the worst-ranked is preempted first
+            self.running.sort(key=self._rank)
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
@@ -136,7 +153,7 @@ class Scheduler:
         req.status = RequestStatus.PREEMPTED
         req.num_preemptions += 1
         self.num_preemptions += 1
-        self.waiting.appendleft(req)
+        self._enqueue(req, front=True)
 
     # -- after the step -----------------------------------------------------------------------
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, list[tuple[int, object]]]) -> list[Request]:

@@ -514,6 +514,20 @@ def test_register_direct_traced():
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@pytest.mark.parametrize("tile", ["w64", "w64b2"])
+def test_wgmma_xl1_diagnostic(tile, monkeypatch):
+    """The XL1 entries (tools/gpu/gemm_xl1.py) launch as the route's: with one K step per split they stage the
+    same x and give its output bit for bit; with more steps they reuse the first step's x (a different output)."""
+    x, w, _ = gpu_inputs("q4_0", 64, 512, 1024, False, SEED + 7)
+    want = {s: gemm_ops.gemm_launch(x, w, None, tile, s) for s in (8, 1)}  # K 1024 = 8 steps: 1 a split, or 8
+    monkeypatch.setitem(gemm_ops._WG, tile, gemm_ops.WG_XL1[tile])
+    assert torch.equal(gemm_ops.gemm_launch(x, w, None, tile, 8), want[8])
+    assert not torch.equal(gemm_ops.gemm_launch(x, w, None, tile, 1), want[1])
+
+
 def test_wgmma_traced():
     """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
     and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count only when

@@ -152,6 +152,9 @@ _WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_AR
 _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in WG_TILES}
+# the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step
+# stages the x of the split's first step, so x comes from L1 after it; outputs wrong unless a split has one step
+WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for t in WG_TILES}
 
 
 class NormIn(NamedTuple):

@@ -126,7 +126,10 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes; warps 0-3 the
 // consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x. BPS: blocks per SM the
 // registers are held to (2: 168 registers, so the producers read their rows' offsets from shared memory).
-template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1>
+// XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
+// L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
+// bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -200,7 +203,8 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       for (int rg = 0; rg < RG; ++rg) {
         const __half* row = XO ? xb + xo[rg] : xp[rg];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) v[rg][i] = __ldg(reinterpret_cast<const uint4*>(row + st * BK + 32 * i));
+        for (int i = 0; i < 4; ++i)
+          v[rg][i] = __ldg(reinterpret_cast<const uint4*>(row + (XL1 ? s_begin : st) * BK + 32 * i));
       }
       const int stage = (st - s_begin) % NS;
       if (st - s_begin >= NS) bar_sync(1 + NS + stage, SYNC);  // the MMAs of step st - NS are done
@@ -329,24 +333,26 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // steps_per_split, _norm its NormOut (gemm_epilogue.cuh; linear_norm_ops). gemm_wg_q4_0_w64b2[...]: the same tile
 // held to two blocks per SM (168 registers), W one step ahead (deeper spills: 2 steps 48-56 bytes, 3 steps 768+).
 // _trace entries (not routed; tools/gpu/gemm_trace.py, as gemm_rd.cu's): a trace pointer after the signature, and
+// _xl1 entries (not routed; tools/gpu/gemm_xl1.py): the XL1 diagnostic above, plain outputs' signature.
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
 // step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, RN, NO, TR, ...)                                         \
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, XL1, RN, NO, TR, ...)                                    \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<2, PDW, 128, GLU, NORM, BPS>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, NO, \
-                                         TR);                                                             \
+    gemm_wg<2, PDW, 128, GLU, NORM, BPS, XL1>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, RN, \
+                                              NO, TR);                                                    \
     block_trace(TR, 6);                                                                                   \
   }
 #define GEMM_WG_KINDS(T, PDW, BPS)                                                                       \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, RowNorm{}, NormOut{}, nullptr, )                \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, GEMM_RN_ARGS, NormOut{}, nullptr,          \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, false, RowNorm{}, NormOut{}, nullptr, )         \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, false, GEMM_RN_ARGS, NormOut{}, nullptr,   \
                 GEMM_RN_PARAMS)                                                                           \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, RowNorm{}, GEMM_NORM_ARGS, nullptr,       \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, false, RowNorm{}, GEMM_NORM_ARGS, nullptr, \
                 GEMM_NORM_PARAMS)                                                                         \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, RowNorm{}, NormOut{}, trace,            \
-                , unsigned long long* trace)
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, false, RowNorm{}, NormOut{}, trace,     \
+                , unsigned long long* trace)                                                              \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, PDW, BPS, true, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)

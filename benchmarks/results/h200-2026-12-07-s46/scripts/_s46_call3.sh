@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# s46 call 3 (carry .whl): the XL1 diagnostic (what x's L2 traffic costs the wgmma tiles at M 64): its GPU test, then
+# tools/gpu/gemm_xl1.py (route vs _xl1 entry alternated, llama3-8b's four matrices on their M 64 route tiles).
+set -u
+. tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
+machine_info > $OUT/machine.txt 2>&1; head -2 $OUT/machine.txt | tail -1
+timeout 90 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_rd.py -k "xl1" > $OUT/xl1-test.txt 2>&1
+echo "rc=$? at ${SECONDS}s" >> $OUT/xl1-test.txt; tail -2 $OUT/xl1-test.txt
+timeout $(( 200 - SECONDS )) python3 tools/gpu/gemm_xl1.py --m 64,48 --iters 30 --rounds 2 > $OUT/xl1.txt 2>&1
+echo "rc=$? at ${SECONDS}s" >> $OUT/xl1.txt; tail -14 $OUT/xl1.txt

@@ -514,9 +514,6 @@ def test_register_direct_traced():
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
-@gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
-                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 @pytest.mark.parametrize("tile", ["w64", "w64b2"])
 def test_wgmma_xl1_diagnostic(tile, monkeypatch):
     """The XL1 entries (tools/gpu/gemm_xl1.py) launch as the route's: with one K step per split they stage the
@@ -528,6 +525,9 @@ def test_wgmma_xl1_diagnostic(tile, monkeypatch):
     assert not torch.equal(gemm_ops.gemm_launch(x, w, None, tile, 1), want[1])
 
 
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 def test_wgmma_traced():
     """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
     and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count only when

@@ -169,7 +169,7 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x, one 192-thread block per SM; the traced
     entries alike; no entry's wgmma serialized by ptxas."""
     names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values(),
-                              *gemm_ops._WG_TRACE.values()]}
+                              *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
     sm70 = _sass("gemm_wg.cu", str(tmp_path))
     assert set(sm70) == names

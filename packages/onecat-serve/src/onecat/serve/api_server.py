@@ -36,6 +36,7 @@ from onecat.models.chat_template import ChatTemplateError, compile_chat_template
 
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
+from .async_llm import EngineDead
 from .chat_reply import ChoiceStream, ReplyRules
 from .reasoning import ReasoningParser, ReplySplit
 from . import tool_calls
@@ -115,6 +116,10 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     async def on_validation_error(request: Request, e: RequestValidationError):
         return error_response(APIError(str(e.errors()[:3])))
 
+    @app.exception_handler(EngineDead)
+    async def on_engine_dead(request: Request, e: EngineDead):
+        return error_response(APIError(str(e), 503, "service_unavailable"))
+
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, e: Exception):
         logger.exception("internal error on %s", request.url.path)
@@ -135,6 +140,8 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     # -- routes --------------------------------------------------------------------------------------
     @app.get("/health")
     async def health() -> Response:
+        if not llm.healthy():  # (as vLLM: 503 once the engine is dead, for load balancers to route around it)
+            return error_response(APIError("the engine thread stopped; restart the server", 503, "service_unavailable"))
         return Response(status_code=200)
 
     @app.get("/version")

@@ -21,6 +21,10 @@ from .sampling_params import SamplingParams
 log = logging.getLogger(__name__)
 
 
+class EngineDead(RuntimeError):
+    """The engine thread stopped on something a step's error handling does not catch: nothing can be served."""
+
+
 class AsyncLLM:
     def __init__(self, engine: LLMEngine):
         self.engine = engine
@@ -35,6 +39,7 @@ class AsyncLLM:
         self._stop = threading.Event()
         self._stats: dict = engine.stats()
         self.error: BaseException | None = None
+        self._dead = False  # the engine thread stopped on its own (healthy())
 
     @classmethod
     def from_config(cls, config: EngineConfig, progress: bool = True) -> "AsyncLLM":
@@ -45,6 +50,11 @@ class AsyncLLM:
 
     def stats(self) -> dict:
         return dict(self._stats)
+
+    def healthy(self) -> bool:
+        """False once the engine thread has died (a step's exceptions are caught and fail only their requests;
+        this is for what escapes that: the server can no longer answer, and /health says so)."""
+        return not self._dead
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -62,6 +72,8 @@ class AsyncLLM:
     # -- requests -----------------------------------------------------------------------------
     async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str,
                        priority: int = 0) -> AsyncIterator[RequestOutput]:
+        if not self.healthy():
+            raise EngineDead("the engine thread stopped; restart the server")
         if self.error is not None:
             raise RuntimeError(f"the engine stopped after an error: {self.error}")
         self.engine.check_priority(priority)
@@ -92,6 +104,8 @@ class AsyncLLM:
 
     async def on_engine(self, fn):
         """fn(engine)'s result, run on the engine thread between steps (work that must not race a step)."""
+        if not self.healthy():
+            raise EngineDead("the engine thread stopped; restart the server")
         if self.error is not None:
             raise RuntimeError(f"the engine stopped after an error: {self.error}")
         loop = asyncio.get_running_loop()
@@ -102,6 +116,26 @@ class AsyncLLM:
 
     # -- the engine thread --------------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._steps()
+        finally:
+            if not self._stop.is_set():  # died: whoever waits gets an error instead of waiting forever
+                self._dead = True
+                log.error("the engine thread stopped")
+                dead = EngineDead("the engine thread stopped; restart the server")
+                for rid in list(self._streams):
+                    self._deliver(rid, dead)
+                while True:
+                    try:
+                        item = self._inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item[0] == "add":
+                        self._deliver(item[1], dead)
+                    elif item[0] == "call":
+                        item[2].call_soon_threadsafe(lambda f=item[3]: f.done() or f.set_exception(dead))
+
+    def _steps(self) -> None:
         eng = self.engine
         while not self._stop.is_set():
             try:

@@ -10,7 +10,9 @@ import pytest
 
 from onecat.serve.api_server import build_app
 from onecat.serve.config import ServerConfig
-from onecat.serve.reasoning import ReasoningDeltas, ReasoningParser, ReplySplit
+from onecat.serve.chat_reply import ChoiceStream, ReplyRules
+from onecat.serve.protocol import ChatCompletionRequest
+from onecat.serve.reasoning import ReasoningParser, ReplySplit, drop_partial_tag
 
 QWEN3 = ReasoningParser.named("qwen3")
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
@@ -35,19 +37,28 @@ def test_split(text, open_at_start, want):
 
 
 def test_streamed_pieces_add_up_to_the_split_at_every_cut():
-    """Fed every prefix of a reply (as a stream grows), the pieces sent add up to the final split, and no piece
-    ever holds part of a tag."""
+    """Fed every prefix of a reply (as a stream grows), the pieces the server's ChoiceStream sends add up to the
+    final split, and no piece ever holds part of a tag."""
+    req = ChatCompletionRequest.model_validate({"messages": FRANCE})
     for text, open_at_start in (("<think>a</think>b", False), ("xy</think>\nParis.", True), ("<thi", False),
                                 ("<think>never closed </thi", False), ("no think", False)):
-        deltas = ReasoningDeltas(ReplySplit(QWEN3, open_at_start), 1)
+        stream = ChoiceStream(ReplyRules(req, ReplySplit(QWEN3, open_at_start)))
         got_r, got_c = "", ""
         for cut in range(1, len(text) + 1):
-            r, c = deltas.next(0, text[:cut], final=cut == len(text))
+            delta, _ = stream.next(text[:cut], "stop" if cut == len(text) else None)
+            r, c = (delta.reasoning, delta.content) if delta is not None else (None, None)
+            assert delta is None or delta.reasoning_content == r
             for piece in (r, c):
                 assert piece is None or not any(t in piece for t in ("<think>", "</think>"))
             got_r, got_c = got_r + (r or ""), got_c + (c or "")
         want_r, want_c = QWEN3.split(text, open_at_start)
         assert (got_r, got_c) == (want_r or "", want_c or ""), text
+
+
+def test_drop_partial_tag():
+    assert drop_partial_tag("abc </thi", "</think>") == "abc " and drop_partial_tag("abc <", "<think>") == "abc "
+    assert drop_partial_tag("abc", "<think>") == "abc" and drop_partial_tag("", "<think>") == ""
+    assert drop_partial_tag("a <think>", "<think>") == "a <think>"  # a whole tag is not a partial one
 
 
 def test_prompt_state_and_names():

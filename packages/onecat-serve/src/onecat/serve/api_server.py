@@ -141,7 +141,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
     @app.get("/health")
     async def health() -> Response:
         if not llm.healthy():  # (as vLLM: 503 once the engine is dead, for load balancers to route around it)
-            return error_response(APIError("the engine thread stopped; restart the server", 503, "service_unavailable"))
+            raise EngineDead()
         return Response(status_code=200)
 
     @app.get("/version")
@@ -171,9 +171,7 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
             raise APIError("give exactly one of prompt and messages")
         tok = llm.tokenizer
         if req.messages is not None:
-            text = api_values(lambda: tok.apply_chat_template(template_messages(req.messages), **req.template_kwargs(),
-                                                              **template_override))
-            ids = tok.encode(text, add_special_tokens=bool(req.add_special_tokens))
+            ids = tok.encode(chat_text(req), add_special_tokens=bool(req.add_special_tokens))
         else:
             ids = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens is not False)
         return JSONResponse(TokenizeResponse(count=len(ids), max_model_len=llm.max_model_len, tokens=ids).model_dump())
@@ -236,11 +234,15 @@ def build_app(llm: Any, server_config: ServerConfig) -> FastAPI:
             raise APIError(f"The model `{name}` does not exist; this server serves `{llm.model_name}`.",
                            param="model", code="model_not_found")
 
+    def chat_text(req: ChatCompletionRequest | TokenizeRequest, tools: list[dict] | None = None) -> str:
+        """The request's messages through the chat template: the server's override, the request's controls."""
+        messages = api_values(template_messages, req.messages)
+        return api_values(lambda: llm.tokenizer.apply_chat_template(
+            messages, tools=tools, **req.template_kwargs(), **template_override))
+
     def chat_prompt(req: ChatCompletionRequest) -> tuple[list[int], ReplySplit | None]:
         """The prompt's ids, and how its reply splits into reasoning and content (serve.reasoning_parser)."""
-        messages = api_values(req.template_messages)
-        text = api_values(lambda: llm.tokenizer.apply_chat_template(
-            messages, tools=req.template_tools(), **req.template_kwargs(), **template_override))
+        text = chat_text(req, req.template_tools())
         ids = llm.tokenizer.encode(text, add_special_tokens=False)  # the template writes BOS, if any
         return ids, None if reasoning is None else ReplySplit(reasoning, reasoning.opens_in_prompt(text))
 

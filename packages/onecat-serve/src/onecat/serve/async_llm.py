@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 class EngineDead(RuntimeError):
     """The engine thread stopped on something a step's error handling does not catch: nothing can be served."""
 
+    def __init__(self, message: str = "the engine thread stopped; restart the server") -> None:
+        super().__init__(message)
+
 
 class AsyncLLM:
     def __init__(self, engine: LLMEngine):
@@ -72,10 +75,7 @@ class AsyncLLM:
     # -- requests -----------------------------------------------------------------------------
     async def generate(self, prompt: str | list[int], params: SamplingParams, request_id: str,
                        priority: int = 0) -> AsyncIterator[RequestOutput]:
-        if not self.healthy():
-            raise EngineDead("the engine thread stopped; restart the server")
-        if self.error is not None:
-            raise RuntimeError(f"the engine stopped after an error: {self.error}")
+        self._check_alive()
         self.engine.check_priority(priority)
         ids = self.engine.check_request(prompt, params)  # validates before anything is queued
         q: asyncio.Queue = asyncio.Queue()
@@ -99,15 +99,18 @@ class AsyncLLM:
             if not finished:
                 self.abort(request_id)
 
+    def _check_alive(self) -> None:
+        if not self.healthy():
+            raise EngineDead()
+        if self.error is not None:
+            raise RuntimeError(f"the engine stopped after an error: {self.error}")
+
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
 
     async def on_engine(self, fn):
         """fn(engine)'s result, run on the engine thread between steps (work that must not race a step)."""
-        if not self.healthy():
-            raise EngineDead("the engine thread stopped; restart the server")
-        if self.error is not None:
-            raise RuntimeError(f"the engine stopped after an error: {self.error}")
+        self._check_alive()
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         self.start()
@@ -122,7 +125,7 @@ class AsyncLLM:
             if not self._stop.is_set():  # died: whoever waits gets an error instead of waiting forever
                 self._dead = True
                 log.error("the engine thread stopped")
-                dead = EngineDead("the engine thread stopped; restart the server")
+                dead = EngineDead()
                 for rid in list(self._streams):
                     self._deliver(rid, dead)
                 while True:

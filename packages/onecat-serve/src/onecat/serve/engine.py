@@ -70,12 +70,13 @@ class LLMEngine:
     def encode_prompt(self, prompt: str | list[int], keep_last: int | None = None) -> list[int]:
         """Tokenize, keep the last `keep_last` tokens if given (vLLM's truncate_prompt_tokens), validate;
         raises ValueError with an API-ready message."""
+        keep = slice(-keep_last, None) if keep_last else slice(None)
         if isinstance(prompt, str):
             if not prompt:
                 raise ValueError("the prompt is empty")
-            ids = self.tokenizer.encode(prompt)[-keep_last:] if keep_last else self.tokenizer.encode(prompt)
+            ids = self.tokenizer.encode(prompt)[keep]
         else:
-            ids = list(prompt)[-keep_last:] if keep_last else list(prompt)
+            ids = list(prompt)[keep]
             if any(not isinstance(t, int) or isinstance(t, bool) for t in ids):
                 raise ValueError("a token-id prompt must be a list of integers")
             bad = [t for t in ids if not 0 <= t < self.spec.vocab_size]

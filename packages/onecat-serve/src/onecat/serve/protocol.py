@@ -346,9 +346,6 @@ class ChatCompletionRequest(_SamplingFields, _ChatTemplateFields):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
 
-    def template_messages(self) -> list[dict]:
-        return template_messages(self.messages)
-
     def template_tools(self) -> list[dict] | None:
         return [t.model_dump(exclude_none=True) for t in self.tools] if self.tools else None
 

@@ -47,16 +47,16 @@ class ReasoningParser:
                 return None, text
         at = body.find(self.end)
         if at < 0:
-            return _held(body, self.end, final) or None, None
+            return (body if final else drop_partial_tag(body, self.end)) or None, None
         return body[:at], body[at + len(self.end):] or None
 
 
-def _held(text: str, tag: str, final: bool) -> str:
-    """text less a tail that is a proper prefix of tag (not final), else text."""
-    if not final:
-        for k in range(min(len(tag) - 1, len(text)), 0, -1):
-            if text.endswith(tag[:k]):
-                return text[:-k]
+def drop_partial_tag(text: str, tag: str) -> str:
+    """text less a tail that is a proper prefix of tag (what a stream holds back until it knows); the tool-call
+    parsers' streaming uses it too."""
+    for k in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:k]):
+            return text[:-k]
     return text
 
 
@@ -69,17 +69,3 @@ class ReplySplit:
     def __call__(self, text: str, final: bool = True) -> tuple[str | None, str | None]:
         return self.parser.split(text, self.open_at_start, final)
 
-
-class ReasoningDeltas:
-    """What each streamed choice has sent of its reasoning and its content; `next` gives the new pieces."""
-
-    def __init__(self, split: ReplySplit, slots: int) -> None:
-        self.split = split
-        self.sent = [(0, 0)] * slots
-
-    def next(self, i: int, text: str, final: bool) -> tuple[str | None, str | None]:
-        reasoning, content = self.split(text, final)
-        r0, c0 = self.sent[i]
-        r, c = reasoning or "", content or ""
-        self.sent[i] = (len(r), len(c))
-        return r[r0:] or None, c[c0:] or None

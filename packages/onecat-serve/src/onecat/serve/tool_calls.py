@@ -17,10 +17,12 @@ import copy
 import json
 import re
 
+from .reasoning import drop_partial_tag
 from .structured import StructuredOutputs
 
 EMPTY_OBJECT = {"type": "object", "properties": {}}
-PARSERS = {"hermes": ("<tool_call>", "</tool_call>"), "llama3_json": ("", "")}  # (a call block's tags)
+PARSERS = ("hermes", "llama3_json")
+HERMES_TAGS = ("<tool_call>", "</tool_call>")  # around each call block
 LLAMA3_TAG = "<|python_tag|>"  # Llama 3.x may open its calls with it (a special token: kept only when not skipped)
 
 
@@ -120,7 +122,7 @@ def parse_auto(text: str, parser: str) -> tuple[str | None, list[tuple[str, str]
                 return text, []
             body, at = rest[1:].lstrip(), 0
         return text, []
-    start, end = PARSERS[parser]
+    start, end = HERMES_TAGS
     calls, first = [], None
     for m in re.finditer(re.escape(start) + r"(.*?)" + re.escape(end), text, re.S):
         try:
@@ -145,11 +147,6 @@ def content_before_calls(text: str, parser: str) -> str:
         if lead.startswith(("{", LLAMA3_TAG)) or LLAMA3_TAG.startswith(lead):
             return ""
         return text
-    start = PARSERS[parser][0]
+    start = HERMES_TAGS[0]
     at = text.find(start)
-    if at >= 0:
-        return text[:at].rstrip()
-    for k in range(min(len(start) - 1, len(text)), 0, -1):
-        if text.endswith(start[:k]):
-            return text[:-k].rstrip()
-    return text.rstrip()
+    return (text[:at] if at >= 0 else drop_partial_tag(text, start)).rstrip()

@@ -130,33 +130,6 @@ def test_gemv_glu_is_the_unfused_route(kind):
 
 
 @gpu
-@pytest.mark.parametrize("act", [None, "silu_and_mul"])
-def test_gemv_norm_grid_stride_is_the_route(act, monkeypatch):
-    """The grid-stride entries (_rn_gs / _rn_glu_gs: one resident wave, each warp walking row groups, the norm
-    prologue once a block) give the one-wave-per-group route's bits: a full resident grid and a 7-block one (many
-    groups a warp), ragged outputs, with and without the residual; nothing left unwritten."""
-    from onecat.kernels import linear_fused_ops as lf
-    gen = torch.Generator().manual_seed(SEED)
-    for n, k in ((28676, 4096), (16404, 1056)):  # past 8192 rows: the K-unsplit shape GS_SHAPES holds
-        w = random_packed(n, k, "q4_0", gen, "cuda")
-        assert cuda_ops.gemv_m1_shape("q4_0", n, k, normed=True) == lf.GS_SHAPES["q4_0"]
-        x, res = (torch.randn(1, k, generator=gen).half().cuda() for _ in range(2))
-        nw = (1 + 0.1 * torch.randn(k, generator=gen)).half().cuda()
-        for r in (res, None):
-            monkeypatch.setattr(lf, "GRID_STRIDE", False)
-            want, want_res = lf.rms_norm_linear_cuda(x, nw, 1e-5, w, r, None, act)
-            monkeypatch.setattr(lf, "GRID_STRIDE", True)
-            for cap in (None, 7):
-                if cap:
-                    monkeypatch.setattr(lf, "_resident_blocks", lambda *a, c=cap: c)
-                with cuda_ops.poison_outputs():
-                    got, got_res = lf.rms_norm_linear_cuda(x, nw, 1e-5, w, r, None, act)
-                assert torch.equal(got, want) and torch.equal(got_res, want_res), \
-                    f"N={n} K={k} act={act} res={r is not None} grid cap={cap} seed={SEED}"
-            monkeypatch.undo()
-
-
-@gpu
 @pytest.mark.parametrize("neox", [False, True])
 @pytest.mark.parametrize("kv", [torch.float16, torch.float8_e4m3fn, torch.float8_e5m2])
 def test_gemv_rope_writes_the_unfused_caches(kv, neox):

@@ -37,16 +37,10 @@ rotary_and_cache):
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import os
-
-import torch
-
 from . import cuda_ops, gemm_ops
-from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, cuda_index, gemv_m1_block_rows,
-                       gemv_m1_dims, gemv_m1_shape)
-from .driver import Kernel, libcuda
+from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_block_rows, gemv_m1_dims,
+                       gemv_m1_shape)
+from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
 
@@ -63,28 +57,6 @@ _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]
 _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
                         _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
-# ... as one resident wave, each warp striding over row groups (gemv_packed.cu GEMV_ROWS_RN_GS: the norm prologue
-# once a block instead of once a row group). A/B candidate, off unless GRID_STRIDE (or $ONECAT_GEMV_GS=1).
-GS_SHAPES = {"q4_0": (4, 1, 1, "nw8")}
-_PLAIN_GS = {f: Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}_rn_gs".format(f, *s), _ARGS, pdl=True)
-             for f, s in GS_SHAPES.items()}
-_GLU_GS = {f: Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}_rn_glu_gs".format(f, *s), _ARGS, pdl=True)
-           for f, s in GS_SHAPES.items()}
-GRID_STRIDE = os.environ.get("ONECAT_GEMV_GS", "0") == "1"
-
-
-@functools.lru_cache(maxsize=None)
-def _resident_blocks(kernel: Kernel, idx: int, threads: int, smem: int) -> int:
-    """Blocks of `kernel` all SMs of GPU `idx` hold at once (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs)."""
-    n = ctypes.c_int()
-    with torch.cuda.device(idx):
-        res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), kernel.function(idx), threads,
-                                                                     smem)
-    if res != 0 or n.value < 1:
-        raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed ({res}) for {kernel.name}")
-    return n.value * torch.cuda.get_device_properties(idx).multi_processor_count
-
-
 # One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
 # q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu
 # GEMV_MIX_ROPE; rows [0, n_A) from A, the rest from B).
@@ -275,19 +247,14 @@ def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
 
-def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra, gs=None):
+def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra):
     """One normed-input GEMV launch of `kernels`' instance for the weight's format and shape (the
     arguments every _rn kernel takes, then `extra`); returns the new residual stream (x without a
-    residual). rows_per_out: weight rows per output row (2 with the GLU). gs: the grid-stride entries by
-    format, taken under GRID_STRIDE for the shape in GS_SHAPES, one resident wave of blocks."""
+    residual). rows_per_out: weight rows per output row (2 with the GLU)."""
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
-    kernel, (grid, block) = kernels[(weight.kind, shape)], gemv_m1_dims(n // rows_per_out, shape, rows_per_out)
-    if GRID_STRIDE and gs and GS_SHAPES.get(weight.kind) == shape:
-        kernel = gs[weight.kind]
-        grid = (min(grid[0], _resident_blocks(kernel, cuda_index(x.device), block[0], k * 2)), 1, 1)
-    cuda_ops._launch(kernel, grid, block,
+    cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=k * 2)
     return res_out
@@ -302,7 +269,7 @@ def _norm_in_args(x, norm_weight, eps, residual) -> tuple:
 def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
     out = _empty((*x.shape[:-1], weight.shape[0] // (2 if act else 1)), x.dtype, x.device)
     return out, _launch_norm_gemv(_GLU if act else _PLAIN, out, x, norm_weight, eps, weight, residual, bias,
-                                  2 if act else 1, gs=_GLU_GS if act else _PLAIN_GS)
+                                  2 if act else 1)
 
 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,

@@ -102,10 +102,8 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
 // GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
 // EPI_NORM / RS: the two halves of a residual add + RMSNorm between two projections (gemv_epilogue.cuh).
-// GS (the _gs entries, KS = 1 plain / GLU outputs): the grid holds only the resident blocks and each warp walks
-// row groups g, g + (warps in the grid), ...: the norm prologue is paid once a block instead of once a row group.
 template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1,
-          bool RS = false, bool GS = false>
+          bool RS = false>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
@@ -120,31 +118,26 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   // 16-24% slower than rms_norm + this plain kernel; dropped)
   static_assert(MT == 1 || (EPI != EPI_ROPE && EPI != EPI_NORM && !NORM_IN && !RS), "several rows of x: plain or GLU outputs");
   static_assert(!(RS && (NORM_IN || EPI == EPI_NORM)), "RS reads a normed x~: no norm prologue, no norm epilogue");
-  static_assert(!GS || (KS == 1 && MT == 1 && !RS && (EPI == EPI_NONE || EPI == EPI_GLU)),
-                "grid stride: whole rows a warp (no barrier after the prologue), plain or GLU outputs");
   __shared__ float red[KS > 1 ? NW : 1][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
   const int nout = EPI == EPI_GLU ? N / 2 : N;
   // a two-weight launch's second part (the _mix entries): its blocks from blk0 take rows row0.. (N: the end), its
   // weight's own rows from 0
-  int n0 = row0 + (((int)blockIdx.x - blk0) * (NW / KS) + warp / KS) * RO;
+  const int n0 = row0 + (((int)blockIdx.x - blk0) * (NW / KS) + warp / KS) * RO;
   if (!NORM_IN && !RS && KS == 1 && n0 >= nout) return;  // (NORM_IN / RS: every thread takes their barriers)
   const int nch = K >> 5;
   i64 row[R];
   float acc[MT][R];
-  auto start_rows = [&]() {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if constexpr (EPI == EPI_GLU)  // rows r and r + R / 2: the same output's gate and up
-        row[r] = (i64)min(n0 + r % RO, nout - 1) + (r < RO ? 0 : nout);
-      else
-        row[r] = (i64)min(EPI == EPI_ROPE ? rope_row<R>(rope, n0, r) : n0 + r, N - 1);
+  for (int r = 0; r < R; ++r) {
+    if constexpr (EPI == EPI_GLU)  // rows r and r + R / 2: the same output's gate and up
+      row[r] = (i64)min(n0 + r % RO, nout - 1) + (r < RO ? 0 : nout);
+    else
+      row[r] = (i64)min(EPI == EPI_ROPE ? rope_row<R>(rope, n0, r) : n0 + r, N - 1);
 #pragma unroll
-      for (int m = 0; m < MT; ++m) acc[m][r] = 0.f;
-    }
-  };
-  start_rows();
+    for (int m = 0; m < MT; ++m) acc[m][r] = 0.f;
+  }
   PChunk<F> cur[U][R], nxt[U][R];
   auto load = [&](PChunk<F>(&ck)[U][R], int base) {
 #pragma unroll
@@ -185,7 +178,6 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   }
   if (rope_lane) rin.load_cos_sin(rope, n0);
   if (!LOAD_FIRST) load(cur, 32 * U * kw);
-  for (;;) {  // GS: once per row group of this warp; otherwise once
   for (int base = 32 * U * kw; base < nch; base += STEP) {
     if (PF && base + STEP < nch && !(NEXT_FIRST && base == 32 * U * kw)) load(nxt, base + STEP);
 #pragma unroll
@@ -303,13 +295,6 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
       for (int r = 0; r < R; ++r)
         if (m < M && n0 + r < N)
           out[(i64)m * N + n0 + r] = __float2half_rn(bias ? val[m][r] + __half2float(bias[n0 + r]) : val[m][r]);
-  }
-  if constexpr (!GS) break;
-  n0 += gridDim.x * NW * RO;  // the next row group of this warp
-  if (n0 >= nout) break;
-  start_rows();
-  load(cur, 32 * U * kw);
-  if (NEXT_FIRST && 32 * U * kw + STEP < nch) load(nxt, 32 * U * kw + STEP);
   }
 }
 
@@ -467,26 +452,6 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                GemvNormIn{res, norm_w, res_out, eps}, GEMV_ROPE_ARGS);  \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
-// ... as one resident wave with a grid stride over row groups (the _rn_gs / _rn_glu_gs entries, KS = 1; GS above):
-// linear_fused_ops launches at most the blocks the SMs hold at once.
-// MB: blocks an SM must hold (the register cap): 4 of 8 warps on sm_90 (64 registers, as the one-wave entries'
-// 56); sm_70 keeps the compiler's count (capped at 64 it spills)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define GS_MIN_BLOCKS 4
-#else
-#define GS_MIN_BLOCKS 3
-#endif
-#define GEMV_ROWS_RN_GS(NAME, F, R, U, PF, SFX, NW, MB)                                                   \
-  extern "C" __global__ void __launch_bounds__(32 * NW, MB) gemv_r_##NAME##_r##R##u##U##k1##SFX##_rn_gs(    \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, 1, EPI_NONE, true, NW, 1, false, true>(out, x, q, qh, meta, bias, N, K, gchunks, \
-                                                                 GemvNormIn{res, norm_w, res_out, eps}); \
-  }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, MB) gemv_r_##NAME##_r##R##u##U##k1##SFX##_rn_glu_gs( \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, 1, EPI_GLU, true, NW, 1, false, true>(out, x, q, qh, meta, nullptr, N, K, gchunks, \
-                                                                GemvNormIn{res, norm_w, res_out, eps}); \
-  }
 // M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
 // _norm (o / down: EPI_NORM in the plain shape gemv_m1_shape picks; + res, res_out, gamma, ss) in front, then
 // _rs_glu / _rs_rope (gate_up / qkv: RS in the normed shape it picks, NW warps a block; + ss, ss_tiles, eps, and
@@ -574,7 +539,6 @@ GEMV_PACKED_ALL(awq, F_AWQ)
 // normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format (normed=True)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
-GEMV_ROWS_RN_GS(q4_0, F_Q4_0, 4, 1, false, nw8, 8, GS_MIN_BLOCKS)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 1, n)
 GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 2, n)

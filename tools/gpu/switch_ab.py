@@ -1,11 +1,11 @@
 """tools/ncu/target.py's in-process decode-step A/B for module switches: a pseudo --ab-disable entry
 `set:MODULE.NAME=VALUE` (MODULE under onecat.kernels, VALUE a Python literal) sets that attribute while the variant's
 decode graphs are captured, and puts it back after; other entries disable providers as target.py's do. For A/Bs of a
-launch choice that changes no provider selection (linear_fused_ops.WARP_NORM, attention_ops.MIN_PART, ...); add the
-route captured again as a control. From the repo root:
+launch choice that changes no provider selection (attention_ops.MIN_PART, a candidate's module flag, ...); add the
+route captured again as a control (s47 ran linear_fused_ops.WARP_NORM=True / False at 912951f). From the repo root:
 
     python tools/gpu/switch_ab.py --shape llama3-8b --weights q4_0 --batch 1 --context 512 --timed 25 --profiled 0 \
-        --ab-disable "set:linear_fused_ops.WARP_NORM=True;set:linear_fused_ops.WARP_NORM=False"
+        --ab-disable "set:attention_ops.MIN_PART=128;set:attention_ops.MIN_PART=64"
 """
 import ast
 import importlib

@@ -37,8 +37,6 @@ rotary_and_cache):
 
 from __future__ import annotations
 
-import os
-
 from . import cuda_ops, gemm_ops
 from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_block_rows, gemv_m1_dims,
                        gemv_m1_shape)
@@ -59,15 +57,6 @@ _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]
 _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
                         _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
-# ... with the norm formed per warp (gemv_packed.cu GEMV_ROWS_RN_WN: no shared memory, no block barrier; the scale's
-# sum in another order, so not the unfused route's bits). A/B candidate, taken under WARP_NORM ($ONECAT_GEMV_WN=1).
-WN_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8"))}
-_WN = {sfx: {(f, s): Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}".format(f, *s) + f"_{sfx}_wn",
-                            _ARGS + (ROPE_ARGS if sfx == "rn_rope" else ""), pdl=True)
-             for f, shapes in WN_SHAPES.items() for s in shapes}
-       for sfx in ("rn", "rn_glu", "rn_rope")}
-WARP_NORM = os.environ.get("ONECAT_GEMV_WN", "0") == "1"
-
 # One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
 # q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu
 # GEMV_MIX_ROPE; rows [0, n_A) from A, the rest from B).
@@ -258,20 +247,16 @@ def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
 
-def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra, wn=None):
+def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra):
     """One normed-input GEMV launch of `kernels`' instance for the weight's format and shape (the
     arguments every _rn kernel takes, then `extra`); returns the new residual stream (x without a
-    residual). rows_per_out: weight rows per output row (2 with the GLU). wn: the per-warp norm's entries,
-    taken under WARP_NORM where they hold the format and shape."""
+    residual). rows_per_out: weight rows per output row (2 with the GLU)."""
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
-    kernel, smem = kernels[(weight.kind, shape)], k * 2
-    if WARP_NORM and wn and (weight.kind, shape) in wn:
-        kernel, smem = wn[(weight.kind, shape)], 0
-    cuda_ops._launch(kernel, *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
+    cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
-                     _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=smem)
+                     _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=k * 2)
     return res_out
 
 
@@ -284,15 +269,14 @@ def _norm_in_args(x, norm_weight, eps, residual) -> tuple:
 def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
     out = _empty((*x.shape[:-1], weight.shape[0] // (2 if act else 1)), x.dtype, x.device)
     return out, _launch_norm_gemv(_GLU if act else _PLAIN, out, x, norm_weight, eps, weight, residual, bias,
-                                  2 if act else 1, wn=_WN["rn_glu" if act else "rn"])
+                                  2 if act else 1)
 
 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
     return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, *rope_args(
-        positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads),
-        wn=_WN["rn_rope"])
+        positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads))
 
 
 def rms_norm_qkv_rotary_cache_mix(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,

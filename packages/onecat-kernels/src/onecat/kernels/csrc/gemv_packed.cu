@@ -33,6 +33,10 @@
 //    writes silu(gate) * up; EPI_ROPE rotates the q and k rows of [q | k | v] (a warp's rows hold
 //    whole rotation pairs: adjacent rows for GPT-J, rows j and j + rot / 2 for NeoX) and writes k and
 //    v into their paged-cache rows, FP16 or FP8 (E4M3 / E5M2 of the FP16 value, scale 1).
+//    The prologue costs the q4_0 gate_up ~2.7 us a chain link (27.4 vs 24.7 us plain; qkv 0.3; H100 s47). Lost
+//    there: one resident wave with warps walking row groups, the prologue once a block (28.6 us, 0d5e05d), and
+//    each warp forming its chunks' normalized x in the K loop with no shared memory or barrier (43.2 us: the
+//    loop's extra loads and FP32 math, 912951f).
 //  * Two formats in one launch (the _mix entries: a Q4_K_M qkv, [q | k] q4_k and v q6_k): the blocks of each
 //    part walk its own weight (gemv_rows' row0 / blk0), the prologue and the rotary epilogue are the one-format
 //    kernels'.
@@ -92,53 +96,6 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
   __syncthreads();
 }
 
-// The residual-added input r = fp16(x + res) (or x) of 8 values at uint4 j, as gemv_norm_input forms it.
-ONECAT_DEVICE void norm_in_r8(const __half* __restrict__ x, const __half* __restrict__ res, int j, float (&a)[8]) {
-  Half8 v;
-  v.u = __ldg(reinterpret_cast<const uint4*>(x) + j);
-  load_vec<8>(v.h, a);
-  if (res) {
-    Half8 b;
-    b.u = __ldg(reinterpret_cast<const uint4*>(res) + j);
-    float f[8];
-    load_vec<8>(b.h, f);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) a[i] += f[i];
-    store_vec<8>(v.h, a);  // rounded to fp16, as the residual stream is
-    load_vec<8>(v.h, a);
-  }
-}
-
-// WN's prologue (one warp, no shared memory, no barrier): rsqrt(mean(r^2) + eps) over the whole K, the warp's
-// lanes summing uint4s j = lane + 32 i, then a shuffle reduction (another order than gemv_norm_input's block sum:
-// the scale may differ in its last bits). write_res: this warp also writes r out (one warp of the grid does).
-ONECAT_DEVICE float gemv_warp_norm_scale(const __half* __restrict__ x, const GemvNormIn& nin, int k, bool write_res) {
-  float ss = 0.f;
-#pragma unroll 4
-  for (int j = threadIdx.x & 31; j < k >> 3; j += 32) {
-    float a[8];
-    norm_in_r8(x, nin.res, j, a);
-    if (write_res && nin.res) store_vec<8>(nin.res_out + 8 * j, a);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) ss += a[i] * a[i];
-  }
-  return rsqrtf(warp_sum(ss) / k + nin.eps);
-}
-
-// WN's x in the K loop: fp16((r * scale) * w) of uint4 j, gemv_norm_input's arithmetic, from x, the residual and
-// the norm weight through L1 (every warp of the block reads them).
-ONECAT_DEVICE uint4 norm_in_x8(const __half* __restrict__ x, const GemvNormIn& nin, int j, float scale) {
-  float a[8], g[8];
-  norm_in_r8(x, nin.res, j, a);
-  Half8 w;
-  w.u = __ldg(reinterpret_cast<const uint4*>(nin.norm_w) + j);
-  load_vec<8>(w.h, g);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) a[i] = (a[i] * scale) * g[i];
-  store_vec<8>(w.h, a);
-  return w.u;
-}
-
 // M = 1: a warp owns R whole rows (no shared memory, no block barrier, except NORM_IN's x and KS's
 // partial sums); lane l takes the chunks
 // l + 32 (U i + u), U chunks of every row in flight plus the next U prefetched into registers.
@@ -149,10 +106,8 @@ ONECAT_DEVICE uint4 norm_in_x8(const __half* __restrict__ x, const GemvNormIn& n
 // are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
 // GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
 // EPI_NORM / RS: the two halves of a residual add + RMSNorm between two projections (gemv_epilogue.cuh).
-// WN (the _wn entries, with NORM_IN): the norm in front without shared memory or barriers: each warp sums r^2 over
-// the whole K itself (gemv_warp_norm_scale) and forms its chunks' normalized x in the K loop (norm_in_x8).
 template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1,
-          bool RS = false, bool WN = false>
+          bool RS = false>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
@@ -167,7 +122,6 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   // 16-24% slower than rms_norm + this plain kernel; dropped)
   static_assert(MT == 1 || (EPI != EPI_ROPE && EPI != EPI_NORM && !NORM_IN && !RS), "several rows of x: plain or GLU outputs");
   static_assert(!(RS && (NORM_IN || EPI == EPI_NORM)), "RS reads a normed x~: no norm prologue, no norm epilogue");
-  static_assert(!WN || NORM_IN, "WN is a form of the norm in front");
   __shared__ float red[KS > 1 ? NW : 1][MT * R];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int kw = warp % KS;  // this warp's share of K (KS warps of a block share R rows)
@@ -214,11 +168,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   pdl_wait();
   if (rope_lane) rin.start(rope);
   extern __shared__ uint4 xs[];  // NORM_IN: the normalized x, K / 8 uint4 (dynamic shared memory)
-  float nscale = 1.f;  // WN: this warp's norm scale
-  if constexpr (WN) {
-    nscale = gemv_warp_norm_scale(x, nin, K, blockIdx.x == 0 && warp == 0);
-    if (KS == 1 && n0 >= nout) return;
-  } else if constexpr (NORM_IN) {
+  if constexpr (NORM_IN) {
     gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);
     if (KS == 1 && n0 >= nout) return;
   }
@@ -242,9 +192,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
           Half8 xv[4];
 #pragma unroll
           for (int s = 0; s < 4; ++s)
-            xv[s].u = WN        ? norm_in_x8(x, nin, c * 4 + s, nscale)
-                      : NORM_IN ? xs[xs_slot(c * 4 + s)]
-                                : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
+            xv[s].u = NORM_IN ? xs[xs_slot(c * 4 + s)] : __ldg(reinterpret_cast<const uint4*>(x) + c * 4 + s);
           if constexpr (RS) {
 #pragma unroll
             for (int s = 0; s < 4; ++s)
@@ -508,31 +456,6 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                GemvNormIn{res, norm_w, res_out, eps}, GEMV_ROPE_ARGS);  \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
-// ... with the norm formed per warp (WN above: no shared memory, no block barrier): _rn_wn, _rn_glu_wn, _rn_rope_wn
-// Held to WN_MIN_BLOCKS resident blocks, the rotary one to 3 as its route entry (80 registers; uncapped these take
-// 80-106, and the rotary one spills at 64).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define WN_MIN_BLOCKS 4
-#else
-#define WN_MIN_BLOCKS 3
-#endif
-#define GEMV_ROWS_RN_WN(NAME, F, R, U, PF, KS, SFX, NW)                                                 \
-  extern "C" __global__ void __launch_bounds__(32 * NW, WN_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_wn( \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW, 1, false, true>(out, x, q, qh, meta, bias, N, K, gchunks, \
-                                                                  GemvNormIn{res, norm_w, res_out, eps}); \
-  }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, WN_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu_wn( \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW, 1, false, true>(out, x, q, qh, meta, nullptr, N, K, gchunks, \
-                                                                 GemvNormIn{res, norm_w, res_out, eps}); \
-  }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, 3) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope_wn( \
-      GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {                                                               \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW, 1, false, true>(out, x, q, qh, meta, bias, N, K, gchunks, \
-                                                                  GemvNormIn{res, norm_w, res_out, eps},   \
-                                                                  GEMV_ROPE_ARGS);                      \
-  }
 // M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
 // _norm (o / down: EPI_NORM in the plain shape gemv_m1_shape picks; + res, res_out, gamma, ss) in front, then
 // _rs_glu / _rs_rope (gate_up / qkv: RS in the normed shape it picks, NW warps a block; + ss, ss_tiles, eps, and
@@ -620,8 +543,6 @@ GEMV_PACKED_ALL(awq, F_AWQ)
 // normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format (normed=True)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
-GEMV_ROWS_RN_WN(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
-GEMV_ROWS_RN_WN(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 1, n)
 GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 2, n)

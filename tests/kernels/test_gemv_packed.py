@@ -160,3 +160,41 @@ def test_gemv_rope_writes_the_unfused_caches(kv, neox):
         assert torch.equal(kg.view(torch.uint8), kw.view(torch.uint8)), what
         assert torch.equal(vg.view(torch.uint8), vw.view(torch.uint8)), what
         assert torch.equal(kg.view(torch.uint8), kc.view(torch.uint8)) == (slot < 0), what
+
+
+@gpu
+@pytest.mark.parametrize("epilogue", ["plain", "glu", "rope"])
+def test_gemv_norm_weight_first_is_the_route(epilogue, monkeypatch):
+    """The norm-weight-first entries (_gp: the norm weight loaded before the wait, one barrier in the prologue's
+    reduction) give the route's bits: outputs, residual stream and FP16 cache rows; both K-split shapes, a K past
+    the preloaded 2 x 256 uint4s; nothing left unwritten."""
+    from onecat.kernels import linear_fused_ops as lf
+    from onecat.kernels.reference import rope_cos_sin
+    gen = torch.Generator().manual_seed(SEED)
+    hq, hk, d = 8, 2, 128
+    shapes = ((28676, 4096), (6152, 1056), (16400, 5120)) if epilogue != "rope" else (((hq + 2 * hk) * d, 1024),)
+    for n, k in shapes:
+        w = random_packed(n, k, "q4_0", gen, "cuda")
+        assert (w.kind, cuda_ops.gemv_m1_shape("q4_0", n, k, normed=True)) in lf._GP["rn"]
+        x, res = (torch.randn(1, k, generator=gen).half().cuda() for _ in range(2))
+        nw = (1 + 0.1 * torch.randn(k, generator=gen)).half().cuda()
+        cs = rope_cos_sin(d, d, 4096, 10000.0).cuda()
+        kc, vc = (torch.randn(16, 16, hk, d, generator=gen).half().cuda() for _ in range(2))
+        for r in (res, None):
+            outs = []
+            for first in (False, True):
+                monkeypatch.setattr(lf, "NORM_WEIGHT_FIRST", first)
+                kw, vw = kc.clone(), vc.clone()
+                with cuda_ops.poison_outputs():
+                    if epilogue == "rope":
+                        y, y_res = lf.rms_norm_qkv_rotary_cache_cuda(
+                            x, nw, 1e-5, w, r, None, torch.tensor([1234], device="cuda"), d, cs, False, kw, vw,
+                            torch.tensor([37], device="cuda"), hq, hk)
+                    else:
+                        y, y_res = lf.rms_norm_linear_cuda(x, nw, 1e-5, w, r, None,
+                                                           "silu_and_mul" if epilogue == "glu" else None)
+                outs.append((y, y_res, kw, vw))
+            (want, want_res, kw, vw), (got, got_res, kg, vg) = outs
+            what = f"{epilogue} N={n} K={k} res={r is not None} seed={SEED}"
+            assert torch.equal(got, want) and torch.equal(got_res, want_res), what
+            assert torch.equal(kg, kw) and torch.equal(vg, vw), what

@@ -15,7 +15,8 @@ next x being the first K outputs of the previous y; decode = layer with qkv and 
 normed-input kernels (gate_up with the GLU), the order the decode step runs them; NxK = one matrix shape repeated past 300 MB
 (x a fixed vector: each link still waits on the one before it); rn:NxK / glu:NxK the same through
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
-the decode layer's qkv and gate_up run. `auto` is the shape cuda_ops.gemv_m1_shape picks per
+the decode layer's qkv and gate_up run; rngp:NxK / glugp:NxK through their norm-weight-first entries
+(linear_fused_ops.NORM_WEIGHT_FIRST) where linear_fused_ops.GP_SHAPES holds the shape. `auto` is the shape cuda_ops.gemv_m1_shape picks per
 matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
 (Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8; s42's form
 with 1 x 1024 / 2 x 512 threads an SM and each warp's prefetch stream kept across the barriers lost too, 49-58% of
@@ -65,8 +66,8 @@ def chain_links(name: str) -> list[tuple[str, int, int]]:
     if name in CHAINS:
         return CHAINS[name]
     kind, _, nk = name.rpartition(":")
-    if (kind or "plain") not in ("plain", "rn", "glu"):
-        raise SystemExit(f"unknown chain kind {kind!r} in {name!r}: plain, rn or glu")
+    if (kind or "plain") not in ("plain", "rn", "glu", "rngp", "glugp"):
+        raise SystemExit(f"unknown chain kind {kind!r} in {name!r}: plain, rn, glu, rngp or glugp")
     n, k = (int(v) for v in nk.split("x"))
     per = n * k // 2  # ~bytes of a 4-bit matrix
     return [(kind or "plain", n, k)] * max(8, -(-300_000_000 // per))
@@ -83,9 +84,14 @@ def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
     for w, kind, out in zip(ws, kinds, outs):
         if kind == "plain":
             launch(w, x[:, :w.shape[1]], out, shape)
-        else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape)
-            out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
-                                                           act="silu_and_mul" if kind == "glu" else None)
+        else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape); ..gp: its
+            # norm-weight-first entry (linear_fused_ops.NORM_WEIGHT_FIRST) where GP_SHAPES has the shape
+            linear_fused_ops.NORM_WEIGHT_FIRST = kind.endswith("gp")
+            try:
+                out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
+                                                               act="silu_and_mul" if kind.startswith("glu") else None)
+            finally:
+                linear_fused_ops.NORM_WEIGHT_FIRST = False
         x = out if chained else x0
 
 
@@ -140,7 +146,7 @@ def main() -> int:
                 if "plain" in kinds and shape is not None and shape not in cuda_ops.GEMV_M1_SHAPES:
                     print(f"skip {fmt} {cname} {vname}: no plain instance")
                     continue
-                if {"rn", "glu"} & set(kinds):
+                if {"rn", "glu", "rngp", "glugp"} & set(kinds):
                     if shape is not None and shape not in linear_fused_ops.NORM_SHAPES[fmt]:
                         print(f"skip {fmt} {cname} {vname}: no normed-input instance")
                         continue

@@ -37,6 +37,8 @@ rotary_and_cache):
 
 from __future__ import annotations
 
+import os
+
 from . import cuda_ops, gemm_ops
 from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_block_rows, gemv_m1_dims,
                        gemv_m1_shape)
@@ -57,6 +59,15 @@ _GLU = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]
 _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3]}_rn_rope",
                         _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
+# ... with the norm weight loaded before the wait and one barrier in the prologue's reduction (gemv_packed.cu
+# GEMV_ROWS_RN_GP; the route's bits). A/B candidate, taken under NORM_WEIGHT_FIRST ($ONECAT_GEMV_GP=1).
+GP_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8"))}
+_GP = {sfx: {(f, s): Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}".format(f, *s) + f"_{sfx}_gp",
+                            _ARGS + (ROPE_ARGS if sfx == "rn_rope" else ""), pdl=True)
+             for f, shapes in GP_SHAPES.items() for s in shapes}
+       for sfx in ("rn", "rn_glu", "rn_rope")}
+NORM_WEIGHT_FIRST = os.environ.get("ONECAT_GEMV_GP", "0") == "1"
+
 # One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
 # q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu
 # GEMV_MIX_ROPE; rows [0, n_A) from A, the rest from B).
@@ -247,14 +258,18 @@ def supports_unfused(p: Problem) -> list[str]:
     return [] if p.device == "cuda" else [f"device is {p.device}: the reference is the same composition"]
 
 
-def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra):
+def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias, rows_per_out, *extra, gp=None):
     """One normed-input GEMV launch of `kernels`' instance for the weight's format and shape (the
     arguments every _rn kernel takes, then `extra`); returns the new residual stream (x without a
-    residual). rows_per_out: weight rows per output row (2 with the GLU)."""
+    residual). rows_per_out: weight rows per output row (2 with the GLU). gp: the norm-weight-first
+    entries, taken under NORM_WEIGHT_FIRST where they hold the format and shape."""
     n, k = weight.shape[0], x.shape[-1]
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
-    cuda_ops._launch(kernels[(weight.kind, shape)], *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
+    kernel = kernels[(weight.kind, shape)]
+    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp:
+        kernel = gp[(weight.kind, shape)]
+    cuda_ops._launch(kernel, *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=k * 2)
     return res_out
@@ -269,14 +284,15 @@ def _norm_in_args(x, norm_weight, eps, residual) -> tuple:
 def rms_norm_linear_cuda(x, norm_weight, eps, weight, residual=None, bias=None, act=None):
     out = _empty((*x.shape[:-1], weight.shape[0] // (2 if act else 1)), x.dtype, x.device)
     return out, _launch_norm_gemv(_GLU if act else _PLAIN, out, x, norm_weight, eps, weight, residual, bias,
-                                  2 if act else 1)
+                                  2 if act else 1, gp=_GP["rn_glu" if act else "rn"])
 
 
 def rms_norm_qkv_rotary_cache_cuda(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,
                                    is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads):
     q = _empty((*x.shape[:-1], num_heads * head_dim), x.dtype, x.device)
     return q, _launch_norm_gemv(_ROPE, q, x, norm_weight, eps, weight, residual, bias, 1, *rope_args(
-        positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads))
+        positions, head_dim, cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads),
+        gp=_GP["rn_rope"])
 
 
 def rms_norm_qkv_rotary_cache_mix(x, norm_weight, eps, weight, residual, bias, positions, head_dim, cos_sin_cache,

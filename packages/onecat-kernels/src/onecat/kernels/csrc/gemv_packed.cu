@@ -59,8 +59,12 @@ ONECAT_DEVICE int xs_slot(int j) { return j ^ ((j >> 3) & 3); }
 // r = fp16(x + res) (or x), the arithmetic of rms_norm.cu's kernel (FP32, r rounded to fp16 before
 // its square), so the GEMV sees what rms_norm then linear would feed it. Block 0 also writes r out.
 // K % 8 == 0. Inlined: the block's first weight loads are in flight in registers across it.
+// GP > 0 (the _gp entries): the norm weight's first GP uint4s of this thread (j = tid + i * blockDim) arrive in
+// wpre, loaded before the wait, and the reduction takes one barrier (its scratch is not reused).
+template <int GP = 0>
 ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, const __half* __restrict__ res,
-                                   __half* __restrict__ res_out, const __half* __restrict__ w, int k, float eps) {
+                                   __half* __restrict__ res_out, const __half* __restrict__ w, int k, float eps,
+                                   const uint4* wpre = nullptr) {
   __shared__ float red[32];
   float ss = 0.f;
   for (int j = threadIdx.x; j < k >> 3; j += blockDim.x) {
@@ -81,13 +85,27 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
     for (int i = 0; i < 8; ++i) ss += a[i] * a[i];
     xs[xs_slot(j)] = v.u;
   }
-  const float scale = rsqrtf(block_sum(ss, red) / k + eps);
-  for (int j = threadIdx.x; j < k >> 3; j += blockDim.x) {  // this thread's own slots: no barrier
-    Half8 v;
+  float scale;
+  if constexpr (GP > 0) {
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    ss = (threadIdx.x & 31) < (blockDim.x >> 5) ? red[threadIdx.x & 31] : 0.f;
+    scale = rsqrtf(warp_sum(ss) / k + eps);
+  } else {
+    scale = rsqrtf(block_sum(ss, red) / k + eps);
+  }
+  int i = 0;
+  for (int j = threadIdx.x; j < k >> 3; j += blockDim.x, ++i) {  // this thread's own slots: no barrier
+    Half8 v, wv;
     v.u = xs[xs_slot(j)];
     float a[8], g[8];
     load_vec<8>(v.h, a);
-    load_vec<8>(w + 8 * j, g);
+    if constexpr (GP > 0)
+      wv.u = i < GP ? wpre[i < GP ? i : 0] : __ldg(reinterpret_cast<const uint4*>(w) + j);
+    else
+      wv.u = *(reinterpret_cast<const uint4*>(w) + j);
+    load_vec<8>(wv.h, g);
 #pragma unroll
     for (int i = 0; i < 8; ++i) a[i] = (a[i] * scale) * g[i];
     store_vec<8>(v.h, a);
@@ -106,8 +124,9 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
 // are not written. The weights are read once for all rows, so a decode batch of 2-4 costs about one
 // GEMV instead of M (llama.cpp's mul_mat_vec_q does the same up to 8 columns).
 // EPI_NORM / RS: the two halves of a residual add + RMSNorm between two projections (gemv_epilogue.cuh).
+// GP: NORM_IN's norm weight, GP uint4s a thread, loaded before the wait (gemv_norm_input's wpre).
 template <int F, int R, int U, bool PF, int KS, int EPI = EPI_NONE, bool NORM_IN = false, int NW = 4, int MT = 1,
-          bool RS = false>
+          bool RS = false, int GP = 0>
 __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x,
                           const unsigned char* __restrict__ q, const unsigned char* __restrict__ qh,
                           const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
@@ -160,6 +179,14 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   // PF kernels without the norm prologue also request the second step before the wait (the same
   // registers the loop's prefetch uses; on sm_70 the same order as the loop's first prefetch)
   constexpr bool NEXT_FIRST = PF && !NORM_IN;
+  uint4 wpre[GP > 0 ? GP : 1];
+  if constexpr (GP > 0) {
+#pragma unroll
+    for (int i = 0; i < GP; ++i) {
+      const int j = threadIdx.x + i * blockDim.x;
+      wpre[i] = j < K >> 3 ? __ldg(reinterpret_cast<const uint4*>(nin.norm_w) + j) : make_uint4(0, 0, 0, 0);
+    }
+  }
   if (LOAD_FIRST) load(cur, 32 * U * kw);
   if (NEXT_FIRST && 32 * U * kw + STEP < nch) load(nxt, 32 * U * kw + STEP);
   // sm_90 with PDL: the weights above stream while the previous kernel finishes; x, the residual,
@@ -169,7 +196,7 @@ __device__ void gemv_rows(__half* __restrict__ out, const __half* __restrict__ x
   if (rope_lane) rin.start(rope);
   extern __shared__ uint4 xs[];  // NORM_IN: the normalized x, K / 8 uint4 (dynamic shared memory)
   if constexpr (NORM_IN) {
-    gemv_norm_input(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps);
+    gemv_norm_input<GP>(xs, x, nin.res, nin.res_out, nin.norm_w, K, nin.eps, wpre);
     if (KS == 1 && n0 >= nout) return;
   }
   float inv = 1.f;
@@ -456,6 +483,31 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
                                                GemvNormIn{res, norm_w, res_out, eps}, GEMV_ROPE_ARGS);  \
   }
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
+// ... with the norm weight loaded before the wait (GP = 2: K <= 4096 at 8 warps) and one barrier in the reduction:
+// _rn_gp, _rn_glu_gp, _rn_rope_gp (the same bits as the route's)
+// held to the route's occupancy: 4 blocks of 8 warps (64 registers) on sm_80+, 3 on sm_70; the rotary one to 3
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define GP_MIN_BLOCKS 4
+#else
+#define GP_MIN_BLOCKS 3
+#endif
+#define GEMV_ROWS_RN_GP(NAME, F, R, U, PF, KS, SFX, NW)                                                 \
+  extern "C" __global__ void __launch_bounds__(32 * NW, GP_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_gp( \
+      GEMV_RN_PARAMS) {                                                                                 \
+    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW, 1, false, 2>(out, x, q, qh, meta, bias, N, K, gchunks, \
+                                                               GemvNormIn{res, norm_w, res_out, eps});  \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW, GP_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu_gp( \
+      GEMV_RN_PARAMS) {                                                                                 \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW, 1, false, 2>(out, x, q, qh, meta, nullptr, N, K, gchunks, \
+                                                              GemvNormIn{res, norm_w, res_out, eps});   \
+  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(32 * NW, 3) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope_gp( \
+      GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {                                                               \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW, 1, false, 2>(out, x, q, qh, meta, bias, N, K, gchunks, \
+                                                               GemvNormIn{res, norm_w, res_out, eps},   \
+                                                               GEMV_ROPE_ARGS);                         \
+  }
 // M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
 // _norm (o / down: EPI_NORM in the plain shape gemv_m1_shape picks; + res, res_out, gamma, ss) in front, then
 // _rs_glu / _rs_rope (gate_up / qkv: RS in the normed shape it picks, NW warps a block; + ss, ss_tiles, eps, and
@@ -543,6 +595,8 @@ GEMV_PACKED_ALL(awq, F_AWQ)
 // normed-input kernels: the shapes cuda_ops.gemv_m1_shape can return per format (normed=True)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
 GEMV_ROWS_RN_W(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
+GEMV_ROWS_RN_GP(q4_0, F_Q4_0, 4, 1, false, 2, nw8, 8)
+GEMV_ROWS_RN_GP(q4_0, F_Q4_0, 4, 1, false, 1, nw8, 8)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 2, n)
 GEMV_ROWS_RN(q4_1, F_Q4_1, 4, 1, false, 1, n)
 GEMV_ROWS_RN(awq, F_AWQ, 4, 1, false, 2, n)

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# s47 call 5 (carry .whl, ~4 min): the norm-weight-first entries (_gp: the norm weight loaded before the wait, one
+# s47 call 5 (carry .whl, ~4 min; the chains first, the device time being short): the norm-weight-first entries (_gp: the norm weight loaded before the wait, one
 # barrier in the prologue's reduction; the route's bits). Their GPU test; gemv chains (gate_up rn / rngp / glu / glugp,
 # qkv rn / rngp); the llama3-8b q4_0 batch-1 step A/B (route, NORM_WEIGHT_FIRST, the route again as control).
 set -u
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
 machine_info > $OUT/machine.txt 2>&1; head -2 $OUT/machine.txt | tail -1
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemv_packed.py -k "weight_first" \
-  > $OUT/gp-test.txt 2>&1
-echo "gp test rc=$? at ${SECONDS}s: $(tail -1 $OUT/gp-test.txt)"
-timeout $(( 200 - SECONDS )) python3 tools/gpu/gemv_chain.py --formats q4_0 --pdl 1 \
+timeout $(( 120 )) python3 tools/gpu/gemv_chain.py --formats q4_0 --pdl 1 \
   --chains rn:28672x4096,rngp:28672x4096,glu:28672x4096,glugp:28672x4096,rn:6144x4096,rngp:6144x4096 \
   > $OUT/gemv-chains.txt 2>&1
 echo "chains rc=$? at ${SECONDS}s"; grep -E "^q4_0|copy" $OUT/gemv-chains.txt | cut -c1-200
+timeout $(( 220 - SECONDS )) python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemv_packed.py -k "weight_first" \
+  > $OUT/gp-test.txt 2>&1
+echo "gp test rc=$? at ${SECONDS}s: $(tail -1 $OUT/gp-test.txt)"
 timeout $(( 420 - SECONDS )) python3 tools/gpu/switch_ab.py --shape llama3-8b --weights q4_0 --max-model-len 1088 \
   --batch 1 --context 512 --timed 25 --profiled 0 --rounds 3 --steps-json $OUT/ab-gp-q4_0-b1.json \
   --ab-disable "set:linear_fused_ops.NORM_WEIGHT_FIRST=True;set:linear_fused_ops.NORM_WEIGHT_FIRST=False" \

@@ -28,6 +28,16 @@ class EngineDead(RuntimeError):
         super().__init__(message)
 
 
+def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future, value, failed: bool) -> None:
+    """From the engine thread: an on_engine call's future gets its result (or exception) on the caller's loop."""
+    settle = (lambda: done.done() or done.set_exception(value)) if failed else \
+        (lambda: done.done() or done.set_result(value))
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's loop is closed: nobody waits
+        pass
+
+
 class AsyncLLM:
     def __init__(self, engine: LLMEngine):
         self.engine = engine
@@ -136,7 +146,7 @@ class AsyncLLM:
                     if item[0] == "add":
                         self._deliver(item[1], dead)
                     elif item[0] == "call":
-                        item[2].call_soon_threadsafe(lambda f=item[3]: f.done() or f.set_exception(dead))
+                        _settle(item[2], item[3], dead, failed=True)
 
     def _steps(self) -> None:
         eng = self.engine
@@ -181,12 +191,7 @@ class AsyncLLM:
                     result, failed = fn(self.engine), False
                 except Exception as e:  # the caller's error (a bad input), not the engine's
                     result, failed = e, True
-                settle = (lambda f=done, e=result: f.done() or f.set_exception(e)) if failed else \
-                    (lambda f=done, r=result: f.done() or f.set_result(r))
-                try:
-                    loop.call_soon_threadsafe(settle)
-                except RuntimeError:  # the caller's loop is closed
-                    pass
+                _settle(loop, done, result, failed)
 
     def _deliver(self, request_id: str, item) -> None:
         stream = self._streams.get(request_id)

@@ -117,14 +117,20 @@ ONECAT_DEVICE float warp_sum(float v) {
   return v;
 }
 
-// Sum over the whole block (blockDim.x a multiple of 32, <= 1024); every thread gets the total.
-ONECAT_DEVICE float block_sum(float v, float* smem32) {
+// Sum over the whole block (blockDim.x a multiple of 32, <= 1024); every thread gets the total. One barrier:
+// smem32 must not be written again before the block's next barrier (block_sum adds that barrier).
+ONECAT_DEVICE float block_sum_once(float v, float* smem32) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   v = warp_sum(v);
   if (lane == 0) smem32[warp] = v;
   __syncthreads();
   v = lane < nwarps ? smem32[lane] : 0.f;
-  v = warp_sum(v);
+  return warp_sum(v);
+}
+
+// block_sum_once, then a barrier, so smem32 may be reused at once.
+ONECAT_DEVICE float block_sum(float v, float* smem32) {
+  v = block_sum_once(v, smem32);
   __syncthreads();
   return v;
 }

@@ -77,18 +77,12 @@ ONECAT_DEVICE void gemv_norm_input(uint4* xs, const __half* __restrict__ x, cons
   }
   for (int j = j0; j < k8; j += blockDim.x)
     first(__ldg(reinterpret_cast<const uint4*>(x) + j), res ? *(reinterpret_cast<const uint4*>(res) + j) : zero, j);
-  float scale;
+  // red is not written again: GP's one barrier suffices
+  const float scale = rsqrtf((GP > 0 ? block_sum_once(ss, red) : block_sum(ss, red)) / k + eps);
   if constexpr (GP > 0) {
-    ss = warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    ss = (threadIdx.x & 31) < (blockDim.x >> 5) ? red[threadIdx.x & 31] : 0.f;
-    scale = rsqrtf(warp_sum(ss) / k + eps);
 #pragma unroll
     for (int i = 0; i < GP; ++i)  // this thread's own slots: no barrier
       if (threadIdx.x + i * blockDim.x < k8) second(wpre[i], threadIdx.x + i * blockDim.x, scale);
-  } else {
-    scale = rsqrtf(block_sum(ss, red) / k + eps);
   }
   for (int j = j0; j < k8; j += blockDim.x) second(*(reinterpret_cast<const uint4*>(w) + j), j, scale);
   __syncthreads();

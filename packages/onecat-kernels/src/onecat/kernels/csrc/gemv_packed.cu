@@ -396,48 +396,38 @@ __device__ void gemv_packed(__half* __restrict__ out, const __half* __restrict__
   const i64 *positions, const i64 *slots, const float *cos_sin, __half *k_cache, __half *v_cache, int q_size, \
       int kv_size, int head_dim, int rot, int neox, int kv
 #define GEMV_ROPE_ARGS GemvRope{positions, slots, cos_sin, k_cache, v_cache, q_size, kv_size, head_dim, rot, neox, kv}
-#define GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, NW)                                                  \
-  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn(    \
+// FORM: the route's entries (GP 0, TAG empty) or the _gp ones (GP 2, TAG _gp: the norm weight loaded before the
+// wait, both slots' x and residual loads issued together, one barrier in the reduction; the same bits); LB / LB_ROPE
+// the entries' __launch_bounds__ arguments, parenthesized (the _gp ones hold blocks an SM: a register cap).
+#define GEMV_ROWS_RN_FORM(NAME, F, R, U, PF, KS, SFX, NW, GP, TAG, LB, LB_ROPE)                          \
+  extern "C" __global__ void __launch_bounds__ LB gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn##TAG( \
       GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW>(out, x, q, qh, meta, bias, N, K, gchunks,            \
-                                               GemvNormIn{res, norm_w, res_out, eps});                  \
+    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW, 1, false, GP>(out, x, q, qh, meta, bias, N, K, gchunks, \
+                                                                GemvNormIn{res, norm_w, res_out, eps}); \
   }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu( \
+  extern "C" __global__ void __launch_bounds__ LB gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu##TAG( \
       GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW>(out, x, q, qh, meta, nullptr, N, K, gchunks,          \
-                                              GemvNormIn{res, norm_w, res_out, eps});                   \
+    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW, 1, false, GP>(out, x, q, qh, meta, nullptr, N, K, gchunks, \
+                                                               GemvNormIn{res, norm_w, res_out, eps});  \
   }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope( \
-      GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {                                                               \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW>(out, x, q, qh, meta, bias, N, K, gchunks,            \
-                                               GemvNormIn{res, norm_w, res_out, eps}, GEMV_ROPE_ARGS);  \
+  extern "C" __global__ void __launch_bounds__ LB_ROPE                                                   \
+      gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope##TAG(GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {         \
+    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW, 1, false, GP>(out, x, q, qh, meta, bias, N, K, gchunks, \
+                                                                GemvNormIn{res, norm_w, res_out, eps},  \
+                                                                GEMV_ROPE_ARGS);                        \
   }
+#define GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, NW) \
+  GEMV_ROWS_RN_FORM(NAME, F, R, U, PF, KS, SFX, NW, 0, , (32 * NW), (32 * NW))
 #define GEMV_ROWS_RN(NAME, F, R, U, PF, KS, SFX) GEMV_ROWS_RN_W(NAME, F, R, U, PF, KS, SFX, 4)
-// ... with the norm weight loaded before the wait (GP = 2: K <= 4096 at 8 warps) and one barrier in the reduction:
-// _rn_gp, _rn_glu_gp, _rn_rope_gp (the same bits as the route's)
-// held to the route's occupancy: 4 blocks of 8 warps (64 registers) on sm_80+, 3 on sm_70; the rotary one to 3
+// the _gp entries held to the route's occupancy: 4 blocks of 8 warps (64 registers) on sm_80+, 3 on sm_70; the
+// rotary one to 3 (80 registers) everywhere
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #define GP_MIN_BLOCKS 4
 #else
 #define GP_MIN_BLOCKS 3
 #endif
-#define GEMV_ROWS_RN_GP(NAME, F, R, U, PF, KS, SFX, NW)                                                 \
-  extern "C" __global__ void __launch_bounds__(32 * NW, GP_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_gp( \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_NONE, true, NW, 1, false, 2>(out, x, q, qh, meta, bias, N, K, gchunks, \
-                                                               GemvNormIn{res, norm_w, res_out, eps});  \
-  }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, GP_MIN_BLOCKS) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_glu_gp( \
-      GEMV_RN_PARAMS) {                                                                                 \
-    gemv_rows<F, R, U, PF, KS, EPI_GLU, true, NW, 1, false, 2>(out, x, q, qh, meta, nullptr, N, K, gchunks, \
-                                                              GemvNormIn{res, norm_w, res_out, eps});   \
-  }                                                                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * NW, 3) gemv_r_##NAME##_r##R##u##U##k##KS##SFX##_rn_rope_gp( \
-      GEMV_RN_PARAMS, GEMV_ROPE_PARAMS) {                                                               \
-    gemv_rows<F, R, U, PF, KS, EPI_ROPE, true, NW, 1, false, 2>(out, x, q, qh, meta, bias, N, K, gchunks, \
-                                                               GemvNormIn{res, norm_w, res_out, eps},   \
-                                                               GEMV_ROPE_ARGS);                         \
-  }
+#define GEMV_ROWS_RN_GP(NAME, F, R, U, PF, KS, SFX, NW) \
+  GEMV_ROWS_RN_FORM(NAME, F, R, U, PF, KS, SFX, NW, 2, _gp, (32 * NW, GP_MIN_BLOCKS), (32 * NW, 3))
 // M = 1, the residual add + RMSNorm between two projections split over them (linear_norm_ops' cuda_gemv_norm):
 // _norm (o / down: EPI_NORM in the plain shape gemv_m1_shape picks; + res, res_out, gamma, ss) in front, then
 // _rs_glu / _rs_rope (gate_up / qkv: RS in the normed shape it picks, NW warps a block; + ss, ss_tiles, eps, and

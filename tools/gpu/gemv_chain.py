@@ -16,8 +16,9 @@ normed-input kernels (gate_up with the GLU), the order the decode step runs them
 (x a fixed vector: each link still waits on the one before it); rn:NxK / glu:NxK the same through
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
 the decode layer's qkv and gate_up run; rngp:NxK / glugp:NxK through their norm-weight-first entries
-(linear_fused_ops.NORM_WEIGHT_FIRST) where linear_fused_ops.GP_SHAPES holds the shape. `auto` is the shape cuda_ops.gemv_m1_shape picks per
-matrix; a named variant forces that kernel shape on every link (normed chains: where instantiated).
+(linear_fused_ops.NORM_WEIGHT_FIRST) where linear_fused_ops.GP_SHAPES holds the shape. `auto` is the shape
+cuda_ops.gemv_m1_shape picks per matrix; a named variant forces that kernel shape on every link (normed chains:
+where instantiated).
 (Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8; s42's form
 with 1 x 1024 / 2 x 512 threads an SM and each warp's prefetch stream kept across the barriers lost too, 49-58% of
 copy on the layer chain against the route's 77.5% on an H100, 5.2 us a link against 1.97 on smollm2's small links:
@@ -48,6 +49,7 @@ CHAINS = {  # name -> [(kind, N, K)]: plain GEMVs, or the normed-input kernels (
     # of its own can lose behind a different kernel (s9: q4_0's 16-warp qkv behind the down projection)
     "decode": [(kind, n, k) for kind, (n, k) in zip(("rn", "plain", "glu", "plain"), LAYER)] * 8,
 }
+NORMED = ("rn", "glu", "rngp", "glugp")  # link kinds through the normed-input kernels
 
 
 def variant_shape(name: str) -> tuple[int, int, int, str] | None:
@@ -66,8 +68,8 @@ def chain_links(name: str) -> list[tuple[str, int, int]]:
     if name in CHAINS:
         return CHAINS[name]
     kind, _, nk = name.rpartition(":")
-    if (kind or "plain") not in ("plain", "rn", "glu", "rngp", "glugp"):
-        raise SystemExit(f"unknown chain kind {kind!r} in {name!r}: plain, rn, glu, rngp or glugp")
+    if (kind or "plain") not in ("plain", *NORMED):
+        raise SystemExit(f"unknown chain kind {kind!r} in {name!r}: plain or one of {', '.join(NORMED)}")
     n, k = (int(v) for v in nk.split("x"))
     per = n * k // 2  # ~bytes of a 4-bit matrix
     return [(kind or "plain", n, k)] * max(8, -(-300_000_000 // per))
@@ -146,7 +148,7 @@ def main() -> int:
                 if "plain" in kinds and shape is not None and shape not in cuda_ops.GEMV_M1_SHAPES:
                     print(f"skip {fmt} {cname} {vname}: no plain instance")
                     continue
-                if {"rn", "glu", "rngp", "glugp"} & set(kinds):
+                if set(NORMED) & set(kinds):
                     if shape is not None and shape not in linear_fused_ops.NORM_SHAPES[fmt]:
                         print(f"skip {fmt} {cname} {vname}: no normed-input instance")
                         continue

@@ -164,10 +164,10 @@ def test_gemv_rope_writes_the_unfused_caches(kv, neox):
 
 @gpu
 @pytest.mark.parametrize("epilogue", ["plain", "glu", "rope"])
-def test_gemv_norm_weight_first_is_the_route(epilogue, monkeypatch):
-    """The norm-weight-first entries (_gp: the norm weight loaded before the wait, one barrier in the prologue's
-    reduction) give the route's bits: outputs, residual stream and FP16 cache rows; both K-split shapes, a K past
-    the preloaded 2 x 256 uint4s; nothing left unwritten."""
+def test_gemv_norm_weight_first_keeps_the_bits(epilogue, monkeypatch):
+    """The route's norm-weight-first entries (_gp: the norm weight loaded before the wait, one barrier in the
+    prologue's reduction) give the bits of the wait-first form (NORM_WEIGHT_FIRST off): outputs, residual stream
+    and FP16 cache rows; both K-split shapes, a K past the preloaded 2 x 256 uint4s; nothing left unwritten."""
     from onecat.kernels import linear_fused_ops as lf
     from onecat.kernels.reference import rope_cos_sin
     gen = torch.Generator().manual_seed(SEED)

@@ -15,8 +15,8 @@ next x being the first K outputs of the previous y; decode = layer with qkv and 
 normed-input kernels (gate_up with the GLU), the order the decode step runs them; NxK = one matrix shape repeated past 300 MB
 (x a fixed vector: each link still waits on the one before it); rn:NxK / glu:NxK the same through
 the normed-input kernels (linear_fused_ops: RMSNorm with the residual in front, the GLU behind), as
-the decode layer's qkv and gate_up run; rngp:NxK / glugp:NxK through their norm-weight-first entries
-(linear_fused_ops.NORM_WEIGHT_FIRST) where linear_fused_ops.GP_SHAPES holds the shape. `auto` is the shape
+the decode layer's qkv and gate_up ran before s48 (linear_fused_ops.NORM_WEIGHT_FIRST off); rngp:NxK / glugp:NxK
+through the norm-weight-first entries the route takes where linear_fused_ops.GP_SHAPES holds the shape. `auto` is the shape
 cuda_ops.gemv_m1_shape picks per matrix; a named variant forces that kernel shape on every link (normed chains:
 where instantiated).
 (Also timed here and removed: a one-launch persistent chain with grid barriers (s10, kernel at c6f95c8; s42's form
@@ -88,12 +88,12 @@ def chain_once(ws, kinds, x0, outs, shape, chained=True, norm=None) -> None:
             launch(w, x[:, :w.shape[1]], out, shape)
         else:  # the normed-input kernel the decode layer runs (shape forced through gemv_m1_shape); ..gp: its
             # norm-weight-first entry (linear_fused_ops.NORM_WEIGHT_FIRST) where GP_SHAPES has the shape
-            linear_fused_ops.NORM_WEIGHT_FIRST = kind.endswith("gp")
+            first, linear_fused_ops.NORM_WEIGHT_FIRST = linear_fused_ops.NORM_WEIGHT_FIRST, kind.endswith("gp")
             try:
                 out, _ = linear_fused_ops.rms_norm_linear_cuda(x0, norm[0], 1e-5, w, residual=norm[1],
                                                                act="silu_and_mul" if kind.startswith("glu") else None)
             finally:
-                linear_fused_ops.NORM_WEIGHT_FIRST = False
+                linear_fused_ops.NORM_WEIGHT_FIRST = first
         x = out if chained else x0
 
 

@@ -60,13 +60,15 @@ _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3
                         _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 # ... with the norm weight loaded before the wait and one barrier in the prologue's reduction (gemv_packed.cu
-# GEMV_ROWS_RN_GP; the route's bits). A/B candidate, taken under NORM_WEIGHT_FIRST ($ONECAT_GEMV_GP=1).
+# GEMV_ROWS_RN_GP; the route's bits): the route where they hold the shape ($ONECAT_GEMV_GP=0 turns them off). H100 s48
+# (benchmarks/results/h100-2026-12-07-s48/): q4_0 gate_up chain links 26.9 -> 24.9 us (the plain GEMV's 24.8), with
+# the GLU 27.7 -> 25.1; qkv level (7.9); llama3-8b q4_0 batch-1 step 2,246.8 -> 2,137.9 us (-4.8%, control +0.03%).
 GP_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8"))}
 _GP = {sfx: {(f, s): Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}".format(f, *s) + f"_{sfx}_gp",
                             _ARGS + (ROPE_ARGS if sfx == "rn_rope" else ""), pdl=True)
              for f, shapes in GP_SHAPES.items() for s in shapes}
        for sfx in ("rn", "rn_glu", "rn_rope")}
-NORM_WEIGHT_FIRST = os.environ.get("ONECAT_GEMV_GP", "0") == "1"
+NORM_WEIGHT_FIRST = os.environ.get("ONECAT_GEMV_GP", "1") != "0"
 
 # One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
 # q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu

@@ -42,7 +42,7 @@ import os
 from . import cuda_ops, gemm_ops
 from .cuda_ops import (_PACKED_NAMES, _common, _empty, _need, _ptr, available, gemv_m1_block_rows, gemv_m1_dims,
                        gemv_m1_shape)
-from .driver import Kernel
+from .driver import Kernel, pdl_enabled
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS
 
@@ -60,7 +60,9 @@ _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3
                         _ARGS + ROPE_ARGS, pdl=True)
          for f in PACKED_FORMATS for s in NORM_SHAPES[f]}
 # ... with the norm weight loaded before the wait and one barrier in the prologue's reduction (gemv_packed.cu
-# GEMV_ROWS_RN_GP; the route's bits): the route where they hold the shape ($ONECAT_GEMV_GP=0 turns them off). H100 s48
+# GEMV_ROWS_RN_GP; the route's bits): the route where they hold the shape and PDL runs (sm_90+: without it there is no
+# wait to load before, and on sm_70 they take 77-80 registers, 3 blocks an SM, against the route's 64 and 4, which no
+# V100 measured); $ONECAT_GEMV_GP=0 turns them off. H100 s48
 # (benchmarks/results/h100-2026-12-07-s48/): q4_0 gate_up chain links 26.9 -> 24.9 us (the plain GEMV's 24.8), with
 # the GLU 27.7 -> 25.1; qkv level (7.9); llama3-8b q4_0 batch-1 step 2,246.8 -> 2,137.9 us (-4.8%, control +0.03%).
 GP_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8"))}
@@ -269,7 +271,7 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
     kernel = kernels[(weight.kind, shape)]
-    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp:
+    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp and pdl_enabled(cuda_ops.cuda_index(x.device)):
         kernel = gp[(weight.kind, shape)]
     cuda_ops._launch(kernel, *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),

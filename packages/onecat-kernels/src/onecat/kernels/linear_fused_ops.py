@@ -271,12 +271,17 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
     kernel = kernels[(weight.kind, shape)]
-    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp and pdl_enabled(cuda_ops.cuda_index(x.device)):
+    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp and _pdl_runs(x.device):
         kernel = gp[(weight.kind, shape)]
     cuda_ops._launch(kernel, *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),
                      _ptr(bias), n, k, weight.group_size // 32, *norm, *extra, device=x.device, smem=k * 2)
     return res_out
+
+
+def _pdl_runs(device: torch.device) -> bool:
+    """Whether launches on `device` take PDL (False for the CPU tensors the host-side tests launch with)."""
+    return device.type == "cuda" and pdl_enabled(cuda_ops.cuda_index(device))
 
 
 def _norm_in_args(x, norm_weight, eps, residual) -> tuple:

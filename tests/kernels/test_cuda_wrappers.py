@@ -122,3 +122,21 @@ def test_bench_table_format():
     text = bench.format_rows(rows, 4250.0, "fake")
     assert text.splitlines()[-1].split()[:3] == ["linear", "q4_0", "M=1"] and "22%" in text
     assert {(n, k) for n, k in bench.LLAMA3_8B_GEMV} == {(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)}
+
+
+@pytest.mark.parametrize("setting, pdl, want_gp", [(None, True, True), (None, False, False), (True, False, True),
+                                                   (False, True, False)])
+def test_norm_weight_first_choice(setting, pdl, want_gp, launches, monkeypatch):
+    """linear_fused_ops.NORM_WEIGHT_FIRST: None (the default) takes q4_0's _gp entries where PDL runs, True / False
+    take them or the wait-first ones on any device (A/Bs and tests force a form)."""
+    from onecat.kernels import linear_fused_ops as lf
+    from onecat.kernels.weights import random_packed
+    monkeypatch.setattr(lf, "NORM_WEIGHT_FIRST", setting)
+    monkeypatch.setattr(lf, "_pdl_runs", lambda device: pdl)
+    w = random_packed(256, 512, "q4_0", torch.Generator().manual_seed(0))
+    x, nw = torch.zeros(1, 512, dtype=torch.float16), torch.ones(512, dtype=torch.float16)
+    lf.rms_norm_linear_cuda(x, nw, 1e-5, w, None, None, "silu_and_mul")
+    lf.rms_norm_linear_cuda(x, nw, 1e-5, w)
+    names = [c[0] for c in launches]
+    assert len(names) == 2 and names[0].endswith("_rn_glu" + ("_gp" if want_gp else "")), names
+    assert names[1].endswith("_rn" + ("_gp" if want_gp else "")), names

@@ -62,7 +62,8 @@ _ROPE = {(f, s): Kernel("gemv_packed.cu", f"gemv_r_{f}_r{s[0]}u{s[1]}k{s[2]}{s[3
 # ... with the norm weight loaded before the wait and one barrier in the prologue's reduction (gemv_packed.cu
 # GEMV_ROWS_RN_GP; the route's bits): the route where they hold the shape and PDL runs (sm_90+: without it there is no
 # wait to load before, and on sm_70 they take 77-80 registers, 3 blocks an SM, against the route's 64 and 4, which no
-# V100 measured); $ONECAT_GEMV_GP=0 turns them off. H100 s48
+# V100 measured). NORM_WEIGHT_FIRST: None = where PDL runs; True / False ($ONECAT_GEMV_GP=1 / 0) = everywhere / never
+# (A/Bs and tests force either form on any GPU). H100 s48
 # (benchmarks/results/h100-2026-12-07-s48/): q4_0 gate_up chain links 26.9 -> 24.9 us (the plain GEMV's 24.8), with
 # the GLU 27.7 -> 25.1; qkv level (7.9); llama3-8b q4_0 batch-1 step 2,246.8 -> 2,137.9 us (-4.8%, control +0.03%).
 GP_SHAPES = {"q4_0": ((4, 1, 2, "nw8"), (4, 1, 1, "nw8"))}
@@ -70,7 +71,8 @@ _GP = {sfx: {(f, s): Kernel("gemv_packed.cu", "gemv_r_{}_r{}u{}k{}{}".format(f, 
                             _ARGS + (ROPE_ARGS if sfx == "rn_rope" else ""), pdl=True)
              for f, shapes in GP_SHAPES.items() for s in shapes}
        for sfx in ("rn", "rn_glu", "rn_rope")}
-NORM_WEIGHT_FIRST = os.environ.get("ONECAT_GEMV_GP", "1") != "0"
+_GP_ENV = os.environ.get("ONECAT_GEMV_GP")
+NORM_WEIGHT_FIRST: bool | None = None if _GP_ENV is None else _GP_ENV != "0"
 
 # One projection held in two formats (weights.RowParts: Q4_K_M files keep v in q6_k in half the layers, q and k in
 # q4_k) as one normed qkv launch: (format A, format B) -> their shapes, 8 warps a block for both (gemv_packed.cu
@@ -271,7 +273,8 @@ def _launch_norm_gemv(kernels, out, x, norm_weight, eps, weight, residual, bias,
     shape = gemv_m1_shape(weight.kind, n, k, normed=True)
     res_out, norm = _norm_in_args(x, norm_weight, eps, residual)
     kernel = kernels[(weight.kind, shape)]
-    if NORM_WEIGHT_FIRST and gp and (weight.kind, shape) in gp and _pdl_runs(x.device):
+    first = _pdl_runs(x.device) if NORM_WEIGHT_FIRST is None else NORM_WEIGHT_FIRST
+    if first and gp and (weight.kind, shape) in gp:
         kernel = gp[(weight.kind, shape)]
     cuda_ops._launch(kernel, *gemv_m1_dims(n // rows_per_out, shape, rows_per_out),
                      out.data_ptr(), x.data_ptr(), weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(),

@@ -1,0 +1,169 @@
+"""The tensor-pipe rate of Hopper's warpgroup MMA (wgmma.mma_async m64nNk16, FP16 in, FP32 accumulation) by N,
+A from registers (RS, as gemm_wg.cu issues it: W dequantized into A, x as B with N = the 64 rows of x) or from
+shared memory (SS), for 1-3 resident warpgroups an SM, with operands that never change (no loads, no
+dequantization) and 128 accumulator registers a thread (RS N 64: 64). For G3 (#7): whether the decode-batch GEMM's
+N = 64 shape caps the tensor pipe below the rate a weights-as-N tile (N 128 / 256, W dequantized into shared memory)
+could reach. `dq` rows add a q4_0-like dequantization of every A register between groups (RS only): one warpgroup
+doing both, as gemm_wg.cu's consumer does. Device-only tool (sm_90a); TFLOP/s by CUDA events over the launch (best
+of 3); the json keeps each block's clock64 span too (its FMA-a-clock figure holds only where an SM's blocks run
+side by side).
+
+    python3 tools/gpu/wgmma_peak.py [--iters 4096] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+
+import torch
+
+from onecat.kernels import build, driver
+
+HEAD = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ unsigned long long desc(unsigned saddr, int swz) {
+  // K-major: no swizzle (LBO 128, SBO 256, gemm_wg.cu's) or 128-byte swizzle (SBO 1024)
+  if (swz) return (unsigned long long)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+  return (unsigned long long)((saddr & 0x3FFFFu) >> 4) | (8ull << 16) | (16ull << 32);
+}
+__device__ __forceinline__ unsigned lop(unsigned v, unsigned m, unsigned magic) {
+  unsigned d; asm volatile("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(v), "r"(m), "r"(magic)); return d;
+}
+"""
+
+
+def mma_fn(mode: str, n: int) -> str:
+    na = n // 2
+    dl = ", ".join(f"%{i}" for i in range(na))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(na))
+    if mode == "rs":
+        ins = ", ".join(f'"r"(a[{i}])' for i in range(4)) + ', "l"(b)'
+        ops = f"{{{dl}}}, {{%{na}, %{na + 1}, %{na + 2}, %{na + 3}}}, %{na + 4}, 1, 1, 1, 0;"
+        sig = "const unsigned (&a)[4], unsigned long long b"
+    else:
+        ins = '"l"(a), "l"(b)'
+        ops = f"{{{dl}}}, %{na}, %{na + 1}, 1, 1, 1, 0, 0;"
+        sig = "unsigned long long a, unsigned long long b"
+    return (f"__device__ __forceinline__ void mma_{mode}{n}(float (&d)[{na}], {sig}) {{\n"
+            f'  asm volatile("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {ops}"\n'
+            f'    : {outs} : {ins} : "memory");\n}}\n')
+
+
+def kernel(mode: str, n: int, swz: int, dq: bool) -> tuple[str, str]:
+    nacc = 2 if (mode, n) == ("rs", 64) else 256 // n  # 128 accumulator registers a thread (RS N 64: 64, as
+    # gemm_wg.cu's two tiles; with 4, ptxas serializes the wgmma for want of registers, C7512)
+    name = f"k_{mode}{n}_s{swz}{'_dq' if dq else ''}"
+    a_decl = "unsigned a[2][4];\n  for (int i = 0; i < 8; ++i) a[i / 4][i % 4] = 0x2C002C00u ^ (threadIdx.x & 1);"
+    a_arg = "a[s]" if mode == "rs" else "desc(sbase + (swz ? 32 : 2048) * s, swz)"
+    dq_src = ""
+    if dq:  # per group, every A register rebuilt from a changing word as q4_0_word does (LOP3, HFMA2, HMUL2)
+        dq_src = r"""
+    v = v * 1664525u + 1013904223u;
+    for (int s = 0; s < 2; ++s) for (int i = 0; i < 4; ++i) {
+      const unsigned w = lop(i & 1 ? v >> 8 : v, i & 2 ? 0x00F000F0u : 0x000F000Fu, magic);
+      __half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), one, nlo);
+      h = __hmul2(h, dd);
+      a[s][i] = *reinterpret_cast<unsigned*>(&h);
+    }"""
+    src = f"""
+extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* clk, int iters) {{
+  __shared__ __align__(1024) unsigned char smem[8192 + 32768];  // A: 8 KB, B: 32 KB (N 256 at 128-byte swizzle)
+  for (int i = threadIdx.x; i < (int)sizeof(smem) / 4; i += 128) reinterpret_cast<unsigned*>(smem)[i] = 0x2C002C00u;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
+  const int swz = {swz};
+  float d[{nacc}][{n // 2}];
+  for (int j = 0; j < {nacc}; ++j) for (int i = 0; i < {n // 2}; ++i) d[j][i] = 0.f;
+  {a_decl}
+  unsigned v = threadIdx.x, magic = 0x64006400u;
+  asm volatile("" : "+r"(magic));
+  const __half2 one = __float2half2_rn(1.f), nlo = __float2half2_rn(-1032.f), dd = __float2half2_rn(0.01f);
+  const long long t0 = clock64();
+  for (int it = 0; it < iters; ++it) {{{dq_src}
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int j = 0; j < {nacc}; ++j) mma_{mode}{n}(d[j], {a_arg}, desc(sbase + 8192 + (swz ? 32 : 8192) * s, swz));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  }}
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  const long long t1 = clock64();
+  float sum = 0.f;
+  for (int j = 0; j < {nacc}; ++j) for (int i = 0; i < {n // 2}; ++i) sum += d[j][i];
+  if (sum == 1234.5f) out[0] = sum;
+  if (threadIdx.x == 0) clk[blockIdx.x] = t1 - t0;
+}}
+"""
+    return name, src
+
+
+CASES = [("rs", 64, 0, False), ("rs", 128, 0, False), ("rs", 256, 0, False),
+         ("ss", 64, 0, False), ("ss", 128, 0, False), ("ss", 256, 0, False),
+         ("ss", 64, 1, False), ("ss", 256, 1, False), ("rs", 64, 1, False), ("rs", 256, 1, False),
+         ("rs", 64, 0, True), ("rs", 128, 0, True), ("rs", 256, 0, True)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=4096)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    fns = {mode + str(n): mma_fn(mode, n) for mode, n, _, _ in CASES}
+    kerns = [kernel(*c) for c in CASES]
+    src = HEAD + "".join(fns.values()) + "".join(s for _, s in kerns)
+    path = os.path.join(tempfile.mkdtemp(), "wgmma_peak.cu")
+    with open(path, "w") as f:
+        f.write(src)
+    build.ARCH_FEATURES["wgmma_peak.cu"] = frozenset({90})  # sm_90a, as gemm_wg.cu
+    _, compiled = driver.load_module(path, 0)
+    out = torch.zeros(1, device="cuda")
+    rows = []
+    for (mode, n, swz, dq), (name, _) in zip(CASES, kerns):
+        usage = compiled.usage.get(name, {})
+        k = driver.Kernel(path, name, "ppi")
+        for bps in (1, 2, 3):
+            if usage.get("registers", 0) * 128 * bps > 65536:
+                continue
+            clk = torch.zeros(sms * bps, dtype=torch.int64, device="cuda")
+            k((sms * bps, 1, 1), (128, 1, 1), out.data_ptr(), clk.data_ptr(), 64)
+            torch.cuda.synchronize()
+            best = None
+            for _ in range(3):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                k((sms * bps, 1, 1), (128, 1, 1), out.data_ptr(), clk.data_ptr(), a.iters)
+                e1.record()
+                e1.synchronize()
+                t = e0.elapsed_time(e1) * 1e-3
+                if best is None or t < best[0]:
+                    best = (t, float(clk.double().median()))
+            cyc = best[1]
+            fma_block = a.iters * 2 * (2 if (mode, n) == ("rs", 64) else 256 // n) * 64 * n * 16
+            tflops = 2 * fma_block * sms * bps / best[0] / 1e12
+            fma_clk = fma_block * bps / cyc  # per SM: the blocks of an SM run together
+            rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "blocks_per_sm": bps,
+                         "registers": usage.get("registers"), "tflops": tflops, "block_clocks": cyc,
+                         "fma_per_clk_sm_if_side_by_side": fma_clk})
+    print(f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs); wgmma m64nNk16 f16 -> f32, 2 k16 slices x "
+          f"256/N accumulators a group, wait_group 1; {a.iters} groups a block")
+    print("| A | N | swizzle | dequant | blocks/SM | regs | TFLOP/s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {'yes' if r['dequant'] else '-'} | {r['blocks_per_sm']} "
+              f"| {r['registers']} | {r['tflops']:.0f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": props.name, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

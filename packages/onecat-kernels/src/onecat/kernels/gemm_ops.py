@@ -31,6 +31,7 @@ class GemmTile(NamedTuple):
     stages: int  # shared-memory stages
     bk: int = 64  # K per step (two 32-weight chunks per W row; 128: four)
     threads: int = 128  # 4 warps (2 x 2); 256: 8 warps (2 x 4)
+    smem: int = 0  # dynamic shared memory bytes a block is launched with
 
 
 # GEMM_MIN_ROWS.. rows on packed weights (csrc/gemm_packed.cu)
@@ -145,16 +146,26 @@ class RopeCache(NamedTuple):
 # one wave already) 35.6 -> 38.6 (x4) / 36.5 (x8), so it keeps w64. Two consumer warpgroups per block instead (the
 # same 64 rows, one 64-feature half each; wg-forms.diff in s39's results) were level with w64, or 2-5% faster with
 # four x stages and four producer warps in 66 KB of dynamic shared memory.
-WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192)}
+# w64b2s: w64b2 with W (and its scales) through a 4-step shared-memory ring by cp.async, 3 steps ahead, in dynamic
+# shared memory behind the x stages (33,792 + 4 x 9,216 bytes). s49 (H100, ncu source page, gate_up M 64): w64b2's
+# consumer warps stalled most on W's loads (long scoreboard at the first dequantization: 26% of their samples).
+# Not routed: the same bits, ~2% faster a call (gate_up GLU M 64 50.2 -> 49.1 us), level in a batch-64 step (s49).
+WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192),
+            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=33792 + 4 * 9216)}
 WG_CAPABILITY = (9, 0)
-_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}
-_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
-_WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
+TWO_PER_SM = "w64b2"  # the two-per-SM wgmma tile gemm_shape takes (w64b2s: W through shared memory; A/Bs set it)
+_wg = {t: dict(pdl=True, smem_max=WG_TILES[t].smem) for t in WG_TILES}
+_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, **_wg[t]) for t in WG_TILES}
+_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, **_wg[t]) for t in WG_TILES}
+_WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, **_wg[t]) for t in WG_TILES}
+# w64b2s reading the next step's W from its slot at the end of a step instead of at the next one's start (csrc WLE; not
+# routed: s49's ncu profile of w64b2s had its consumers waiting on those reads, short scoreboard ~5% of samples)
+WG_WLE_GLU = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2e_glu", _ARGS + _ROW_NORM_ARGS, **_wg["w64b2s"])
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
-_WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in WG_TILES}
+_WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in ("w64", "w64b2")}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step
 # stages the x of the split's first step, so x comes from L1 after it; outputs wrong unless a split has one step
-WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for t in WG_TILES}
+WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for t in ("w64", "w64b2")}
 
 
 class NormIn(NamedTuple):
@@ -249,7 +260,8 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = kern.function(idx)  # compiles / loads the module once
-            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads, 0)
+            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads,
+                                                                         _tile(tile).smem)
         resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT.get(tile, 2)
     return sms, resident
 
@@ -288,7 +300,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
         if tile == "w64" and res.get("w64b2") and blocks > sms * res["w64"]:  # past one wave at one per SM
-            tile = "w64b2"  # (the same tile shape: its splits below come out 1)
+            tile = TWO_PER_SM if res.get(TWO_PER_SM) else "w64b2"  # (the same tile shape: its splits come out 1)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
         return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))
@@ -399,14 +411,14 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         if norm is not None:
             extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr())
         if trace is not None:
-            if tile not in RD_TILES and tile not in WG_TILES or tiled or weight.kind != "q4_0":
+            if tile not in RD_TILES and tile not in _WG_TRACE or tiled or weight.kind != "q4_0":
                 raise ValueError(f"packed GEMM trace: only the register-direct and wgmma q4_0 tiles "
-                                 f"{sorted(RD_TILES) + sorted(WG_TILES)} have one")
+                                 f"{sorted(RD_TILES) + sorted(_WG_TRACE)} have one")
             kern = _RD_TRACE[tile] if tile in RD_TILES else _WG_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
+                m, n, k, weight.group_size // 32, per, *extra, device=x.device, smem=t.smem)
     return (out, res_out, ss) if norm is not None else out
 
 

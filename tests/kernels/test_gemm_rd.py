@@ -558,6 +558,26 @@ def test_wgmma_xl1_diagnostic(tile, monkeypatch):
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+def test_wgmma_diagnostics_run(monkeypatch):
+    """w64b2's _nw / _nx / _nwx entries (s49's scripts/_s49_diag.py) run to the end in the route's launch, unsplit and
+    split-K, and differ from the route (no W / no x by design); _nw's output stays finite (its words' weights are at
+    most 1/2)."""
+    x, w, _ = gpu_inputs("q4_0", 64, 1024, 1024, False, SEED + 9)
+    for splits in (1, 4):
+        want = gemm_ops.gemm_launch(x, w, None, "w64b2", splits)
+        for diag, kern in gemm_ops.WG_DIAG.items():
+            with monkeypatch.context() as mp:
+                mp.setitem(gemm_ops._WG, "w64b2", kern)
+                got = gemm_ops.gemm_launch(x, w, None, "w64b2", splits)
+            torch.cuda.synchronize()
+            assert got.shape == want.shape and not torch.equal(got, want), (diag, splits)
+            if diag == "nw":
+                assert torch.isfinite(got).all(), splits
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 def test_wgmma_traced():
     """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py; w64, w64b2) give the route entries' output bit for
     bit, unsplit and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count

@@ -166,10 +166,12 @@ def test_register_direct_gemm_is_sm80_only(tmp_path):
 def test_wgmma_gemm_is_sm90a_only(tmp_path):
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
-    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W (w64b2s / e: cp.async to shared memory) and x,
+    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W (w64b2s / e: cp.async to shared memory) and x
+    (none of W in the _nw / _nwx diagnostics, none of x in _nx / _nwx),
     one 192-thread block per SM; the traced entries alike; no entry's wgmma serialized by ptxas."""
     names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values(),
-                              *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(), gemm_ops.WG_WLE_GLU]}
+                              *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(), gemm_ops.WG_WLE_GLU,
+                              *gemm_ops.WG_DIAG.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
     sm70 = _sass("gemm_wg.cu", str(tmp_path))
     assert set(sm70) == names
@@ -179,7 +181,10 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     assert set(sm90) == names
     for name, body in sm90.items():
         w_load = "LDGSTS.E.BYPASS.LTC128B.128" if "w64b2s" in name or "w64b2e" in name else "LDG.E.LTC128B.128"
-        assert "HGMMA.64x64x16.F32" in body and w_load in body and "LDG.E.128" in body, name
+        diag = name.rsplit("_", 1)[1] if name.endswith(("_nw", "_nx", "_nwx")) else ""  # (no W / x loads by design)
+        assert "HGMMA.64x64x16.F32" in body, name
+        x_load = "LDG.E.128.CONSTANT"  # (x by __ldg; the split-K merge's partials are LDG.E.128.STRONG.GPU)
+        assert (w_load in body) != ("w" in diag) and (x_load in body) != ("x" in diag), name
         assert 192 * usage[name]["registers"] <= 65536, (name, usage[name])
     # ptxas serializes a function's wgmma when other instructions write their input registers inside the pipeline:
     # the tile then loses the MMA / dequantization overlap it exists for, and says so only in its log (C7513)

@@ -159,11 +159,14 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // NS shared stages of x, W PDW steps ahead, W loads with an L2 prefetch of PF bytes; warps 0-3 the
 // consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x. BPS: blocks per SM the
 // registers are held to (2: 168 registers, so the producers read their rows' offsets from shared memory).
+// DIAG (diagnostics, outputs wrong; the _nw / _nx / _nwx entries): bit 0 no W loads (the consumers dequantize words
+// made from the step number), bit 1 no x staging (the producers only take and give the stages' barriers): route - entry
+// is what W's loads / x's staging cost the tile.
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
-template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int WR = 0,
-          bool WLE = false>
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0,
+          int WR = 0, bool WLE = false>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -240,7 +243,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
                        : "r"(sa + 16 * h));
       }
 #pragma unroll
-      for (int rg = 0; rg < RG; ++rg) {
+      for (int rg = 0; rg < RG && !(DIAG & 2); ++rg) {
         const __half* row = XO ? xb + xo[rg] : xp[rg];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -251,7 +254,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       // piece j of chunk i = word j of W's chunk i: slices 2j (pairs x, y) and 2j + 1 (pairs z, w) at
       // position i of their core-matrix row g: the lane's 4 chunks make one 16-byte row per store
 #pragma unroll
-      for (int rg = 0; rg < RG; ++rg) {
+      for (int rg = 0; rg < RG && !(DIAG & 2); ++rg) {
         uint4* p = reinterpret_cast<uint4*>(smem + stage * STAGE + 2 * qd * SLP + g * 16 + 256 * rg);
         const uint4* u = v[rg];
         p[0] = make_uint4(u[0].x, u[1].x, u[2].x, u[3].x);  // slice 2j, core matrix 0
@@ -284,8 +287,14 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
     auto fetch_w = [&](Regs& r, int st) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        r.w[i] = ldg_pf<PF>(wp[i] + 4 * st);
-        r.s[i] = ldg_pf<PF>(sp[i] + 4 * st);
+        if constexpr (DIAG & 1) {  // no W traffic: words from the step (not hoistable), scale 2^-4
+          const unsigned v = (unsigned)st * 0x9E3779B1u + (unsigned)(i * 0x85EBCA6Bu + t);
+          r.w[i] = make_uint4(v, v ^ 0x5A5A5A5Au, v + 0x01234567u, v ^ 0xA5A5A5A5u);
+          r.s[i] = 0x2C00;
+        } else {
+          r.w[i] = ldg_pf<PF>(wp[i] + 4 * st);
+          r.s[i] = ldg_pf<PF>(sp[i] + 4 * st);
+        }
       }
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
@@ -331,8 +340,8 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         if (s_begin + u < s_end) issue(s_begin + u);
         cp_async_commit();
       }
-      // WLE: step st + 1's W read from its slot at the end of step st (behind its last group's MMAs), not at step st + 1's
-      // start
+      // WLE: step st + 1's W read from its slot at the end of step st (behind its last group's MMAs), not at
+      // step st + 1's start
       auto read = [&](Regs& r, int st) {
         const unsigned char* slot = smem + BYTES + ((st - s_begin) % WR) * WSTAGE;
 #pragma unroll
@@ -438,31 +447,36 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // _xl1 entries (not routed; tools/gpu/gemm_xl1.py): the XL1 diagnostic above, plain outputs' signature.
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
 // step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, XL1, WR, RN, NO, TR, ...)                                 \
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, XL1, DIAG, WR, RN, NO, TR, ...)                           \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<2, PDW, 128, GLU, NORM, BPS, XL1, WR>(out, x, q, meta, bias, ws, counters, M, N, K, steps_per_split, \
-                                                  RN, NO, TR);                                            \
+    gemm_wg<2, PDW, 128, GLU, NORM, BPS, XL1, DIAG, WR>(out, x, q, meta, bias, ws, counters, M, N, K,        \
+                                                        steps_per_split, RN, NO, TR);                     \
     block_trace(TR, 6);                                                                                   \
   }
-#define GEMM_WG_KINDS(T, PDW, BPS)                                                                       \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, false, 0, RowNorm{}, NormOut{}, nullptr, )         \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, false, 0, GEMM_RN_ARGS, NormOut{}, nullptr,   \
-                GEMM_RN_PARAMS)                                                                           \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, false, 0, RowNorm{}, GEMM_NORM_ARGS, nullptr, \
-                GEMM_NORM_PARAMS)                                                                         \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, false, 0, RowNorm{}, NormOut{}, trace,     \
-                , unsigned long long* trace)                                                              \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, PDW, BPS, true, 0, RowNorm{}, NormOut{}, nullptr, )
+#define GEMM_WG_KINDS(T, PDW, BPS)                                                                          \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, nullptr, )        \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, false, 0, 0, GEMM_RN_ARGS, NormOut{}, nullptr,  \
+                GEMM_RN_PARAMS)                                                                              \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, false, 0, 0, RowNorm{}, GEMM_NORM_ARGS,        \
+                nullptr, GEMM_NORM_PARAMS)                                                                   \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, trace,    \
+                , unsigned long long* trace)                                                                 \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, PDW, BPS, true, 0, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
+// w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
 // w64b2s (WR 4): w64b2 with W and its scales through a 4-step shared-memory ring by cp.async (3 steps ahead; dynamic
 // shared memory: the x stages' / tile's BYTES + 4 x 9 KB, gemm_ops.WG_TILES' smem); the same bits as w64b2
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 1, 2, false, 4, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )
 #define WG_WLE 4, true  // WR 4 with WLE (template arguments through the entry macro's WR)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2e_glu, true, false, 1, 2, false, WG_WLE, GEMM_RN_ARGS, NormOut{}, nullptr, GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_glu, true, false, 1, 2, false, 4, GEMM_RN_ARGS, NormOut{}, nullptr, GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_norm, false, true, 1, 2, false, 4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2e_glu, true, false, 1, 2, false, 0, WG_WLE, GEMM_RN_ARGS, NormOut{}, nullptr,
+              GEMM_RN_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_glu, true, false, 1, 2, false, 0, 4, GEMM_RN_ARGS, NormOut{}, nullptr, GEMM_RN_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_norm, false, true, 1, 2, false, 0, 4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
                 GEMM_NORM_PARAMS)

@@ -459,13 +459,13 @@ def test_register_direct_rope(kind, kv):
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
-@pytest.mark.parametrize("tile", ["w64", "w64b2", "w64b2s"])
+@pytest.mark.parametrize("tile", ["w64", "w64b2", "w64b2s", "w64b2q"])
 def test_wgmma_tile(tile, monkeypatch):
-    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form; w64b2s, that with W through shared memory) against the float
-    reference: 33..64 rows (ragged: rows past M read row M - 1), N not a multiple of the 128-feature tile nor of 8,
-    K from one step to 4096, bias, splits incl. uneven (w64 and w64b2s bit-equal to w64b2: their split-K merges
-    batch their loads differently, in the same order; w64b2s's _norm entry too); the GLU entry bit-equal to the tile
-    then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph replay."""
+    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form; w64b2s / q, that with W through shared memory) against the
+    float reference: 33..64 rows (ragged: rows past M read row M - 1), N not a multiple of the 128-feature tile nor of
+    8, K from one step to 4096, bias, splits incl. uneven (w64, w64b2s and w64b2q bit-equal to w64b2: their split-K
+    merges batch their loads differently, in the same order; their _norm entries too); the GLU entry bit-equal to
+    the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
@@ -477,7 +477,7 @@ def test_wgmma_tile(tile, monkeypatch):
             assert err <= TOL, f"{tile} M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
             if tile == "w64":  # the same partials, merged 11 slots x 2 splits at a time there, 4 x 4 in w64b2
                 assert torch.equal(got, gemm_ops.gemm_launch(x, w, b, "w64b2", splits)), (m, n, k, splits)
-            if tile == "w64b2s":  # W through shared memory instead of registers: the same MMAs, the same bits
+            if tile in ("w64b2s", "w64b2q"):  # W through shared memory instead of registers: the same MMAs and bits
                 assert torch.equal(got, gemm_ops.gemm_launch(x, w, b, "w64b2", splits)), (m, n, k, splits)
                 if n % 128 == 0:  # the _norm entry (its tile's width divides N)
                     res = torch.randn(m, n, generator=torch.Generator().manual_seed(m)).half().cuda()

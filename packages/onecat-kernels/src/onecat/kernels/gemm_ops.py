@@ -150,8 +150,11 @@ class RopeCache(NamedTuple):
 # shared memory behind the x stages (33,792 + 4 x 9,216 bytes). s49 (H100, ncu source page, gate_up M 64): w64b2's
 # consumer warps stalled most on W's loads (long scoreboard at the first dequantization: 26% of their samples).
 # Not routed: the same bits, ~2% faster a call (gate_up GLU M 64 50.2 -> 49.1 us), level in a batch-64 step (s49).
+# w64b2q: w64b2s with four x stages and four A-register sets, so up to 3 wgmma groups stay in flight while a warp
+# dequantizes (s49's w64b2s profile: its consumers waited at the HGMMA for each other); prepared, not yet timed.
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192),
-            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=33792 + 4 * 9216)}
+            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=33792 + 4 * 9216),
+            "w64b2q": GemmTile(64, 128, 4, 128, threads=192, smem=4 * 16512 + 4 * 9216)}
 WG_CAPABILITY = (9, 0)
 TWO_PER_SM = "w64b2"  # the two-per-SM wgmma tile gemm_shape takes (w64b2s: W through shared memory; A/Bs set it)
 _wg = {t: dict(pdl=True, smem_max=WG_TILES[t].smem) for t in WG_TILES}

@@ -166,7 +166,7 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
 template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0,
-          int WR = 0, bool WLE = false>
+          int WR = 0, bool WLE = false, int NA = 2>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -180,7 +180,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   // row's slices fall in distinct banks), of a step's x
   constexpr int SL = RG * 256, SLP = SL + 16, STAGE = 8 * SLP;
   constexpr int C_LD = BN + 4, CB = NT * C_LD * 4, AB = NS * STAGE, BYTES = AB > CB ? AB : CB;
-  static_assert(NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
+  static_assert(NS >= 2 && 1 + 2 * NS <= 16 && (WR > 0 || BYTES <= 48 * 1024), "tile");
   // WR > 0: W and its scales through a ring of WR steps in dynamic shared memory behind the x stages (cp.async by
   // each consumer thread of its own pieces, WR - 1 steps ahead), instead of the register ring: per step a
   // thread's 4 rows x 16 bytes (8 KB a step), then each row's 4 scales (8 bytes, copied by lane qd for row qd)
@@ -298,9 +298,12 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
-    unsigned a[2][2][2][4];  // [group parity][tile][slice][a0..a3]
+    // NA A-register sets: 2, a group's dequantization waits for the group two back; 4 (the WR tile with 4 x stages:
+    // w64b2q), four back, so up to 3 groups are in flight while a warp dequantizes
+    static_assert(NA == 2 || (NA == 4 && WR > 0 && NS >= 4), "A sets");
+    unsigned a[NA][2][2][4];  // [group % NA][tile][slice][a0..a3]
     auto group = [&](const Regs& r, int stage, int j) {
-      unsigned (&ag)[2][2][4] = a[j & 1];
+      unsigned (&ag)[2][2][4] = a[j % NA];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // row i = 2 T + rr
         unsigned p[4];
@@ -371,8 +374,10 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         bar_sync(1 + stage, SYNC);  // x of step st staged
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          wg_wait<1>();
-          if (j == 1 && st > s_begin && st - 1 + NS < s_end) bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
+          wg_wait<NA - 1>();  // the group that last used these A registers (NA back) is done
+          // and with it step st - 1's last group (NA 2: at this step's second group; NA 4: at its last)
+          if (j == (NA == 2 ? 1 : 3) && st > s_begin && st - 1 + NS < s_end)
+            bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
           group(r, stage, j);
         }
         if (WLE && st + 1 < s_end) {  // r is dead: the next step's W behind this step's last MMAs
@@ -447,36 +452,45 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // _xl1 entries (not routed; tools/gpu/gemm_xl1.py): the XL1 diagnostic above, plain outputs' signature.
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
 // step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, XL1, DIAG, WR, RN, NO, TR, ...)                           \
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, NS, PDW, BPS, XL1, DIAG, WR, RN, NO, TR, ...)                       \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<2, PDW, 128, GLU, NORM, BPS, XL1, DIAG, WR>(out, x, q, meta, bias, ws, counters, M, N, K,        \
+    gemm_wg<NS, PDW, 128, GLU, NORM, BPS, XL1, DIAG, WR>(out, x, q, meta, bias, ws, counters, M, N, K,       \
                                                         steps_per_split, RN, NO, TR);                     \
     block_trace(TR, 6);                                                                                   \
   }
 #define GEMM_WG_KINDS(T, PDW, BPS)                                                                          \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, nullptr, )        \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, false, 0, 0, GEMM_RN_ARGS, NormOut{}, nullptr,  \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, 2, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, nullptr, )        \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, 2, PDW, BPS, false, 0, 0, GEMM_RN_ARGS, NormOut{}, nullptr,  \
                 GEMM_RN_PARAMS)                                                                              \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, false, 0, 0, RowNorm{}, GEMM_NORM_ARGS,        \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, 2, PDW, BPS, false, 0, 0, RowNorm{}, GEMM_NORM_ARGS,        \
                 nullptr, GEMM_NORM_PARAMS)                                                                   \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, trace,    \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, 2, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, trace,    \
                 , unsigned long long* trace)                                                                 \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, PDW, BPS, true, 0, 0, RowNorm{}, NormOut{}, nullptr, )
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, 2, PDW, BPS, true, 0, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
 // w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
 // w64b2s (WR 4): w64b2 with W and its scales through a 4-step shared-memory ring by cp.async (3 steps ahead; dynamic
 // shared memory: the x stages' / tile's BYTES + 4 x 9 KB, gemm_ops.WG_TILES' smem); the same bits as w64b2
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )
-#define WG_WLE 4, true  // WR 4 with WLE (template arguments through the entry macro's WR)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2e_glu, true, false, 1, 2, false, 0, WG_WLE, GEMM_RN_ARGS, NormOut{}, nullptr,
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 2, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_glu, true, false, 2, 1, 2, false, 0, 4, GEMM_RN_ARGS, NormOut{}, nullptr,
               GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_glu, true, false, 1, 2, false, 0, 4, GEMM_RN_ARGS, NormOut{}, nullptr, GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_norm, false, true, 1, 2, false, 0, 4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
-                GEMM_NORM_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_norm, false, true, 2, 1, 2, false, 0, 4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
+              GEMM_NORM_PARAMS)
+#define WG_WLE 4, true  // WR 4 with WLE (template arguments through the entry macro's WR)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2e_glu, true, false, 2, 1, 2, false, 0, WG_WLE, GEMM_RN_ARGS, NormOut{}, nullptr,
+              GEMM_RN_PARAMS)
+// w64b2q: w64b2s with four x stages and four A-register sets (up to 3 wgmma groups in flight; 102,912 bytes of dynamic
+// shared memory); the same bits
+#define WG_NA4 4, false, 4
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q, false, false, 4, 1, 2, false, 0, WG_NA4, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q_glu, true, false, 4, 1, 2, false, 0, WG_NA4, GEMM_RN_ARGS, NormOut{}, nullptr,
+              GEMM_RN_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q_norm, false, true, 4, 1, 2, false, 0, WG_NA4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
+              GEMM_NORM_PARAMS)

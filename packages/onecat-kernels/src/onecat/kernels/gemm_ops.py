@@ -152,9 +152,16 @@ class RopeCache(NamedTuple):
 # Not routed: the same bits, ~2% faster a call (gate_up GLU M 64 50.2 -> 49.1 us), level in a batch-64 step (s49).
 # w64b2q: w64b2s with four x stages and four A-register sets, so up to 3 wgmma groups stay in flight while a warp
 # dequantizes (s49's w64b2s profile: its consumers waited at the HGMMA for each other); prepared, not yet timed.
+def _wg_ring_smem(x_stages: int) -> int:
+    """Dynamic shared memory of a wgmma tile with W through the 4-step ring (csrc/gemm_wg.cu WR 4): its x stages
+    (16,512 bytes each) or the output tile staged through the same bytes (33,792), whichever is larger, then the
+    ring (9,216 bytes a step)."""
+    return max(x_stages * 16512, 33792) + 4 * 9216
+
+
 WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192),
-            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=33792 + 4 * 9216),
-            "w64b2q": GemmTile(64, 128, 4, 128, threads=192, smem=4 * 16512 + 4 * 9216)}
+            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=_wg_ring_smem(2)),
+            "w64b2q": GemmTile(64, 128, 4, 128, threads=192, smem=_wg_ring_smem(4))}
 WG_CAPABILITY = (9, 0)
 TWO_PER_SM = "w64b2"  # the two-per-SM wgmma tile gemm_shape takes (w64b2s: W through shared memory; A/Bs set it)
 _wg = {t: dict(pdl=True, smem_max=WG_TILES[t].smem) for t in WG_TILES}

@@ -160,8 +160,10 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // consumer warpgroup (W, dequantization, wgmma), warps 4 and 5 the producers of x. BPS: blocks per SM the
 // registers are held to (2: 168 registers, so the producers read their rows' offsets from shared memory).
 // DIAG (diagnostics, outputs wrong; the _nw / _nx / _nwx entries): bit 0 no W loads (the consumers dequantize words
-// made from the step number), bit 1 no x staging (the producers only take and give the stages' barriers): route - entry
-// is what W's loads / x's staging cost the tile.
+// made from the step number), bit 1 no x staging (the producers only take and give the stages' barriers), bit 2 no
+// handoff (the producers stop at once, the consumers take no stage barrier: with bits 0 and 1, _nwxb, the consumer loop
+// alone, gemm_wg.cu's counterpart of tools/gpu/wgmma_peak.py's dq rows): route - entry is what W's loads / x's
+// staging / the stage barriers cost the tile.
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
@@ -231,7 +233,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
     pdl_wait();
     // The proxy fence below waits for every load the warp has in flight, so a warp loads one step at a
     // time: P warps take turns to keep P steps' loads in flight.
-    for (int st = s_begin + pw; st < s_end; st += P) {
+    for (int st = s_begin + pw; !(DIAG & 4) && st < s_end; st += P) {
       uint4 v[RG][4];
       unsigned xo[RG];
       if constexpr (XO) {
@@ -402,11 +404,11 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         if (st < s_end) {
           const int stage = (st - s_begin) % NS;
           if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
-          bar_sync(1 + stage, SYNC);  // x of step st staged
+          if (!(DIAG & 4)) bar_sync(1 + stage, SYNC);  // x of step st staged
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             wg_wait<1>();  // the group that last used these A registers (two back) is done
-            if (j == 1 && st > s_begin && st - 1 + NS < s_end)  // step st - 1's last group is done too
+            if (!(DIAG & 4) && j == 1 && st > s_begin && st - 1 + NS < s_end)  // step st - 1's last group is done too
               bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
             group(rs[u], stage, j);
           }
@@ -472,10 +474,12 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, 2, PDW, BPS, true, 0, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
-// w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither
+// w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither, _nwxb
+// neither and no stage barriers
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, 0, RowNorm{}, NormOut{}, nullptr, )
 // w64b2s (WR 4): w64b2 with W and its scales through a 4-step shared-memory ring by cp.async (3 steps ahead; dynamic
 // shared memory: the x stages' / tile's BYTES + 4 x 9 KB, gemm_ops.WG_TILES' smem); the same bits as w64b2
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 2, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )

@@ -559,9 +559,9 @@ def test_wgmma_xl1_diagnostic(tile, monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 def test_wgmma_diagnostics_run(monkeypatch):
-    """w64b2's _nw / _nx / _nwx / _nwxb entries (s49's scripts/_s49_diag.py) run to the end in the route's launch, unsplit and
-    split-K, and differ from the route (no W / no x by design); _nw's output stays finite (its words' weights are at
-    most 1/2)."""
+    """w64b2's diagnostics (gemm_ops.WG_DIAG; s49's scripts/_s49_diag.py) run to the end in the route's launch, unsplit
+    and split-K, and differ from the route (no W / no x by design); _nw's output stays finite (its words' weights are
+    at most 1/2)."""
     x, w, _ = gpu_inputs("q4_0", 64, 1024, 1024, False, SEED + 9)
     for splits in (1, 4):
         want = gemm_ops.gemm_launch(x, w, None, "w64b2", splits)

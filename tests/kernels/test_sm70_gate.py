@@ -167,7 +167,7 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
     sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W (w64b2s / e / q: cp.async to shared memory) and x
-    (none of W in the _nw / _nwx / _nwxb diagnostics, none of x in _nx / _nwx / _nwxb),
+    (none of W in the _nw / _nwx / _nwxb[h] diagnostics, none of x in _nx / _nwx / _nwxb[h]),
     one 192-thread block per SM; the traced entries alike; no entry's wgmma serialized by ptxas."""
     names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values(),
                               *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(), gemm_ops.WG_WLE_GLU,
@@ -182,7 +182,8 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     for name, body in sm90.items():
         ring = any(f"w64b2{t}" in name for t in "seq")  # W through the shared ring (cp.async)
         w_load = "LDGSTS.E.BYPASS.LTC128B.128" if ring else "LDG.E.LTC128B.128"
-        diag = name.rsplit("_", 1)[1] if name.endswith(("_nw", "_nx", "_nwx", "_nwxb")) else ""  # (no W / x loads by design)
+        suffix = name.rsplit("_", 1)[1]  # the diagnostics: no W / x loads by design
+        diag = suffix if suffix in gemm_ops.WG_DIAG else ""
         assert "HGMMA.64x64x16.F32" in body, name
         x_load = "LDG.E.128.CONSTANT"  # (x by __ldg; the split-K merge's partials are LDG.E.128.STRONG.GPU)
         assert (w_load in body) != ("w" in diag) and (x_load in body) != ("x" in diag), name

@@ -172,9 +172,10 @@ _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS
 # routed: s49's ncu profile of w64b2s had its consumers waiting on those reads, short scoreboard ~5% of samples)
 WG_WLE_GLU = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2e_glu", _ARGS + _ROW_NORM_ARGS, **_wg["w64b2s"])
 # w64b2's diagnostics (csrc DIAG; not routed, outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither,
-# _nwxb neither and no stage barriers (the consumer loop alone).
+# _nwxb neither and no stage barriers (the consumer loop alone), _nwxbh that with half the dequantization.
 # Timed against the route (s49's scripts/_s49_diag.py) they say what W's loads and x's staging cost the tile.
-WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True) for d in ("nw", "nx", "nwx", "nwxb")}
+WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
+           for d in ("nw", "nx", "nwx", "nwxb", "nwxbh")}
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in ("w64", "w64b2")}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step

@@ -163,7 +163,8 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // made from the step number), bit 1 no x staging (the producers only take and give the stages' barriers), bit 2 no
 // handoff (the producers stop at once, the consumers take no stage barrier: with bits 0 and 1, _nwxb, the consumer loop
 // alone, gemm_wg.cu's counterpart of tools/gpu/wgmma_peak.py's dq rows): route - entry is what W's loads / x's
-// staging / the stage barriers cost the tile.
+// staging / the stage barriers cost the tile. Bit 3 (_nwxbh, with the others): half the dequantization (tile 1
+// multiplies tile 0's A, as wgmma_peak.py's dq rows do): what the dequantization's share of the loop is.
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
@@ -307,7 +308,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
     auto group = [&](const Regs& r, int stage, int j) {
       unsigned (&ag)[2][2][4] = a[j % NA];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {  // row i = 2 T + rr
+      for (int i = 0; i < ((DIAG & 8) ? 2 : 4); ++i) {  // row i = 2 T + rr (DIAG bit 3: tile 0's rows only)
         unsigned p[4];
         const unsigned v = j == 0 ? r.w[i].x : j == 1 ? r.w[i].y : j == 2 ? r.w[i].z : r.w[i].w;
         q4_0_word(v, __half2half2(__ushort_as_half(r.s[i])), magic, p);
@@ -322,7 +323,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       for (int s = 0; s < 2; ++s) {
         const unsigned long long d = wg_desc(sbase + stage * STAGE + (2 * j + s) * SLP);
 #pragma unroll
-        for (int T = 0; T < 2; ++T) wg_mma64(acc[T], ag[T][s], d);
+        for (int T = 0; T < 2; ++T) wg_mma64(acc[T], ag[(DIAG & 8) ? 0 : T][s], d);
       }
       wg_commit();
     };
@@ -475,11 +476,12 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
 // w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither, _nwxb
-// neither and no stage barriers
+// neither and no stage barriers, _nwxbh that with half the dequantization
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, 0, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, 0, RowNorm{}, NormOut{}, nullptr, )
 // w64b2s (WR 4): w64b2 with W and its scales through a 4-step shared-memory ring by cp.async (3 steps ahead; dynamic
 // shared memory: the x stages' / tile's BYTES + 4 x 9 KB, gemm_ops.WG_TILES' smem); the same bits as w64b2
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 2, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )

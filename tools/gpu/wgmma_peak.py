@@ -3,7 +3,7 @@ A from registers (RS, as gemm_wg.cu issues it: W dequantized into A, x as B with
 shared memory (SS), for 1-3 resident warpgroups an SM, with operands that never change (no loads, no
 dequantization) and 128 accumulator registers a thread (RS N 64: 64). For G3 (#7): whether the decode-batch GEMM's
 N = 64 shape caps the tensor pipe below the rate a weights-as-N tile (N 128 / 256, W dequantized into shared memory)
-could reach. `dq` rows add a q4_0-like dequantization of every A register between groups (RS only): one warpgroup
+could reach. `dq` rows add q4_0-like rebuilds of the A registers between groups (RS; the rest into a sink): one warpgroup
 doing both, as gemm_wg.cu's consumer does. Device-only tool (sm_90a); TFLOP/s by CUDA events over the launch (best
 of 3); the json keeps each block's clock64 span too (its FMA-a-clock figure holds only where an SM's blocks run
 side by side).
@@ -29,6 +29,7 @@ __device__ __forceinline__ unsigned long long desc(unsigned saddr, int swz) {
   if (swz) return (unsigned long long)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
   return (unsigned long long)((saddr & 0x3FFFFu) >> 4) | (8ull << 16) | (16ull << 32);
 }
+__device__ __forceinline__ unsigned h2u(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
 __device__ __forceinline__ unsigned lop(unsigned v, unsigned m, unsigned magic) {
   unsigned d; asm volatile("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(v), "r"(m), "r"(magic)); return d;
 }
@@ -52,22 +53,28 @@ def mma_fn(mode: str, n: int) -> str:
             f'    : {outs} : {ins} : "memory");\n}}\n')
 
 
-def kernel(mode: str, n: int, swz: int, dq: bool) -> tuple[str, str]:
+def kernel(mode: str, n: int, swz: int, dq: int, da: bool = False) -> tuple[str, str]:
+    """dq: q4_0-like rebuilds (LOP3, HFMA2, HMUL2: one FP16 pair each) a group; they write the A registers first (RS),
+    the rest go into a sink kept live to the end. da (RS N 64): each accumulator its own A registers, as gemm_wg.cu's
+    two tiles (16 A registers a group instead of 8)."""
     nacc = 2 if (mode, n) == ("rs", 64) else 256 // n  # 128 accumulator registers a thread (RS N 64: 64, as
     # gemm_wg.cu's two tiles; with 4, ptxas serializes the wgmma for want of registers, C7512)
-    name = f"k_{mode}{n}_s{swz}{'_dq' if dq else ''}"
-    a_decl = "unsigned a[2][4];\n  for (int i = 0; i < 8; ++i) a[i / 4][i % 4] = 0x2C002C00u ^ (threadIdx.x & 1);"
-    a_arg = "a[s]" if mode == "rs" else "desc(sbase + (swz ? 32 : 2048) * s, swz)"
+    na = nacc if da else 1
+    name = f"k_{mode}{n}_s{swz}{f'_dq{dq}' if dq else ''}{'_da' if da else ''}"
+    a_decl = (f"unsigned a[{na}][2][4];\n  for (int i = 0; i < {8 * na}; ++i) a[i / 8][i / 4 % 2][i % 4] = "
+              "0x2C002C00u ^ (threadIdx.x & 1);")
+    a_arg = f"a[{'j' if da else '0'}][s]" if mode == "rs" else "desc(sbase + (swz ? 32 : 2048) * s, swz)"
     dq_src = ""
-    if dq:  # per group, every A register rebuilt from a changing word as q4_0_word does (LOP3, HFMA2, HMUL2)
-        dq_src = r"""
-    v = v * 1664525u + 1013904223u;
-    for (int s = 0; s < 2; ++s) for (int i = 0; i < 4; ++i) {
-      const unsigned w = lop(i & 1 ? v >> 8 : v, i & 2 ? 0x00F000F0u : 0x000F000Fu, magic);
-      __half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), one, nlo);
-      h = __hmul2(h, dd);
-      a[s][i] = *reinterpret_cast<unsigned*>(&h);
-    }"""
+    if dq:  # per group, A registers (then the sink) rebuilt from a changing word as q4_0_word does
+        lines = ["\n    v = v * 1664525u + 1013904223u;"]
+        n_a = 8 * na if mode == "rs" else 0
+        for i in range(dq):
+            mask = "0x00F000F0u" if (i // 4) % 2 else "0x000F000Fu"
+            dst = f"a[{i // 8}][{i // 4 % 2}][{i % 4}] = h2u(h);" if i < n_a else "sink ^= h2u(h);"
+            lines.append(f"    {{ const unsigned w = lop(v >> {8 * (i % 4)}, {mask}, magic); "
+                         f"__half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), one, nlo); "
+                         f"h = __hmul2(h, dd); {dst} }}")
+        dq_src = "\n".join(lines)
     src = f"""
 extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* clk, int iters) {{
   __shared__ __align__(1024) unsigned char smem[8192 + 32768];  // A: 8 KB, B: 32 KB (N 256 at 128-byte swizzle)
@@ -79,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* 
   float d[{nacc}][{n // 2}];
   for (int j = 0; j < {nacc}; ++j) for (int i = 0; i < {n // 2}; ++i) d[j][i] = 0.f;
   {a_decl}
-  unsigned v = threadIdx.x, magic = 0x64006400u;
+  unsigned v = threadIdx.x, magic = 0x64006400u, sink = 0;
   asm volatile("" : "+r"(magic));
   const __half2 one = __float2half2_rn(1.f), nlo = __float2half2_rn(-1032.f), dd = __float2half2_rn(0.01f);
   const long long t0 = clock64();
@@ -96,28 +103,36 @@ extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* 
   const long long t1 = clock64();
   float sum = 0.f;
   for (int j = 0; j < {nacc}; ++j) for (int i = 0; i < {n // 2}; ++i) sum += d[j][i];
-  if (sum == 1234.5f) out[0] = sum;
+  if (sum == 1234.5f || sink == 0x12345678u) out[0] = sum + (float)sink;
   if (threadIdx.x == 0) clk[blockIdx.x] = t1 - t0;
 }}
 """
     return name, src
 
 
-CASES = [("rs", 64, 0, False), ("rs", 128, 0, False), ("rs", 256, 0, False),
-         ("ss", 64, 0, False), ("ss", 128, 0, False), ("ss", 256, 0, False),
-         ("ss", 64, 1, False), ("ss", 256, 1, False), ("rs", 64, 1, False), ("rs", 256, 1, False),
-         ("rs", 64, 0, True), ("rs", 128, 0, True), ("rs", 256, 0, True)]
+CASES = [("rs", 64, 0, 0), ("rs", 128, 0, 0), ("rs", 256, 0, 0),
+         ("ss", 64, 0, 0), ("ss", 128, 0, 0), ("ss", 256, 0, 0),
+         ("ss", 64, 1, 0), ("ss", 256, 1, 0), ("rs", 64, 1, 0), ("rs", 256, 1, 0),
+         ("rs", 64, 0, 8), ("rs", 128, 0, 8), ("rs", 256, 0, 8)]
+# --set alu (s50): the tensor rate against the ALU work beside it. gemm_wg.cu's group rebuilds 16 A registers (one per
+# tile: da) for 2 x 2 m64n64k16; SS N 256 with 32 rebuilds a group (into the sink) has the same rebuilds per FMA, as a
+# weights-as-N tile that dequantizes into shared memory would (before its stores).
+ALU_CASES = [("rs", 64, 0, 0, True), ("rs", 64, 0, 8, True), ("rs", 64, 0, 16, True), ("rs", 64, 0, 24, True),
+             ("ss", 256, 0, 0), ("ss", 256, 0, 16), ("ss", 256, 0, 32), ("ss", 64, 0, 32),
+             ("ss", 256, 1, 32)]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=4096)
     ap.add_argument("--json", default="")
+    ap.add_argument("--set", choices=["all", "alu"], default="all", help="all: s49's rows; alu: s50's ALU_CASES")
     a = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    fns = {mode + str(n): mma_fn(mode, n) for mode, n, _, _ in CASES}
-    kerns = [kernel(*c) for c in CASES]
+    cases = [(*c, False) if len(c) == 4 else c for c in (CASES if a.set == "all" else ALU_CASES)]
+    fns = {c[0] + str(c[1]): mma_fn(c[0], c[1]) for c in cases}
+    kerns = [kernel(*c) for c in cases]
     src = HEAD + "".join(fns.values()) + "".join(s for _, s in kerns)
     path = os.path.join(tempfile.mkdtemp(), "wgmma_peak.cu")
     with open(path, "w") as f:
@@ -126,7 +141,7 @@ def main() -> int:
     _, compiled = driver.load_module(path, 0)
     out = torch.zeros(1, device="cuda")
     rows = []
-    for (mode, n, swz, dq), (name, _) in zip(CASES, kerns):
+    for (mode, n, swz, dq, da), (name, _) in zip(cases, kerns):
         usage = compiled.usage.get(name, {})
         k = driver.Kernel(path, name, "ppi")
         for bps in (1, 2, 3):
@@ -149,15 +164,15 @@ def main() -> int:
             fma_block = a.iters * 2 * (2 if (mode, n) == ("rs", 64) else 256 // n) * 64 * n * 16
             tflops = 2 * fma_block * sms * bps / best[0] / 1e12
             fma_clk = fma_block * bps / cyc  # per SM: the blocks of an SM run together
-            rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "blocks_per_sm": bps,
+            rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "da": da, "blocks_per_sm": bps,
                          "registers": usage.get("registers"), "tflops": tflops, "block_clocks": cyc,
                          "fma_per_clk_sm_if_side_by_side": fma_clk})
     print(f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs); wgmma m64nNk16 f16 -> f32, 2 k16 slices x "
           f"256/N accumulators a group, wait_group 1; {a.iters} groups a block")
-    print("| A | N | swizzle | dequant | blocks/SM | regs | TFLOP/s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| A | N | swizzle | rebuilds a group | A per tile | blocks/SM | regs | TFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {'yes' if r['dequant'] else '-'} | {r['blocks_per_sm']} "
+        print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {r['dequant'] or '-'} | {'yes' if r['da'] else '-'} | {r['blocks_per_sm']} "
               f"| {r['registers']} | {r['tflops']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:

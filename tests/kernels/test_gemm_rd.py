@@ -236,17 +236,6 @@ def test_gemm_shape_two_per_sm_wgmma_tile():
     assert gemm_ops.gemm_shape(32, 28672, 4096, 132, h200, **rd) == ("r32w", 1)
 
 
-def test_two_per_sm_switch(monkeypatch):
-    """gemm_ops.TWO_PER_SM names the two-per-SM tile gemm_shape takes (A/Bs set w64b2s, s49); where `resident` does not
-    list it, w64b2 as before."""
-    res = {"r32": 3, "r32w": 2, "w64": 1, "w64b2": 2, "w64b2s": 2}
-    monkeypatch.setattr(gemm_ops, "TWO_PER_SM", "w64b2s")
-    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, res, rd=True) == ("w64b2s", 1)
-    assert gemm_ops.gemm_shape(64, 4096, 14336, 132, res, rd=True) == ("w64", 4)  # one wave at one per SM: unmoved
-    no_s = {t: r for t, r in res.items() if t != "w64b2s"}
-    assert gemm_ops.gemm_shape(64, 28672, 4096, 132, no_s, rd=True) == ("w64b2", 1)
-
-
 def test_wgmma_launch(launches, monkeypatch):
     """The wgmma tile's entry (GLU on request), its grid and 192-thread block, the planes it reads; refused
     before any launch off capability 9.0 or on another format."""
@@ -268,12 +257,6 @@ def test_wgmma_launch(launches, monkeypatch):
     with pytest.raises(ValueError, match="tile w64: q4_k"):
         gemm_ops.gemm_launch(x, random_packed(n, k, "q4_k", gen), None, "w64", 1)
     assert len(launches) == 2
-    # w64b2s: launched with its W ring's dynamic shared memory, past the 48 KB a kernel gets without asking
-    seen = []
-    monkeypatch.setattr(cuda_ops, "_launch", lambda kern, grid, block, *a, device, smem=0: seen.append((kern, smem)))
-    gemm_ops.gemm_launch(x, w, None, "w64b2s", 1, glu=True)
-    (kern, smem), = seen
-    assert kern.name == "gemm_wg_q4_0_w64b2s_glu" and smem == kern.smem_max == 33792 + 4 * 9216 > 48 * 1024
 
 
 @pytest.mark.parametrize("kind,group", [("q4_0", 32), ("q4_k", 32), ("q6_k", 32), ("awq", 128), ("awq", 64)])
@@ -459,13 +442,13 @@ def test_register_direct_rope(kind, kv):
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
-@pytest.mark.parametrize("tile", ["w64", "w64b2", "w64b2s", "w64b2q"])
-def test_wgmma_tile(tile, monkeypatch):
-    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form; w64b2s / q, that with W through shared memory) against the
-    float reference: 33..64 rows (ragged: rows past M read row M - 1), N not a multiple of the 128-feature tile nor of
-    8, K from one step to 4096, bias, splits incl. uneven (w64, w64b2s and w64b2q bit-equal to w64b2: their split-K
-    merges batch their loads differently, in the same order; their _norm entries too); the GLU entry bit-equal to
-    the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph replay."""
+@pytest.mark.parametrize("tile", ["w64", "w64b2"])
+def test_wgmma_tile(tile):
+    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows past
+    M read row M - 1), N not a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl.
+    uneven (w64 bit-equal to w64b2: their split-K merges batch their loads differently, in the same order); the GLU
+    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph
+    replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
@@ -477,14 +460,6 @@ def test_wgmma_tile(tile, monkeypatch):
             assert err <= TOL, f"{tile} M={m} N={n} K={k} x{splits}: rel err {err:.3g} seed={SEED}"
             if tile == "w64":  # the same partials, merged 11 slots x 2 splits at a time there, 4 x 4 in w64b2
                 assert torch.equal(got, gemm_ops.gemm_launch(x, w, b, "w64b2", splits)), (m, n, k, splits)
-            if tile in ("w64b2s", "w64b2q"):  # W through shared memory instead of registers: the same MMAs and bits
-                assert torch.equal(got, gemm_ops.gemm_launch(x, w, b, "w64b2", splits)), (m, n, k, splits)
-                if n % 128 == 0:  # the _norm entry (its tile's width divides N)
-                    res = torch.randn(m, n, generator=torch.Generator().manual_seed(m)).half().cuda()
-                    gamma = torch.rand(n, generator=torch.Generator().manual_seed(n)).half().cuda()
-                    want = gemm_ops.gemm_launch(x, w, None, "w64b2", splits, norm=gemm_ops.NormIn(res, gamma))
-                    got_n = gemm_ops.gemm_launch(x, w, None, tile, splits, norm=gemm_ops.NormIn(res, gamma))
-                    assert all(torch.equal(a, b_) for a, b_ in zip(got_n, want)), (m, n, k, splits)
     for m, n, k in ((64, 28672, 4096), (37, 512, 768)):
         x, w, _ = gpu_inputs("q4_0", m, n, k, False, SEED + m)
         for splits in (1, 3):
@@ -492,11 +467,6 @@ def test_wgmma_tile(tile, monkeypatch):
             with cuda_ops.poison_outputs():
                 got = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=True)
             assert got.shape == (m, n // 2) and torch.equal(got, want), (m, n, k, splits)
-            if tile == "w64b2s":  # its WLE form (the next step's W read at the end of a step): the same bits
-                with monkeypatch.context() as mp, cuda_ops.poison_outputs():
-                    mp.setitem(gemm_ops._WG_GLU, tile, gemm_ops.WG_WLE_GLU)
-                    got = gemm_ops.gemm_launch(x, w, None, tile, splits, glu=True)
-                assert torch.equal(got, want), ("WLE", m, n, k, splits)
     if tile != "w64b2":
         return
     x, w, b = gpu_inputs("q4_0", 48, 28672, 4096, False, SEED)  # the route: 224 tiles, past one wave at one per SM
@@ -584,7 +554,7 @@ def test_wgmma_traced():
     only when split)."""
     for m in (64, 37):
         x, w, b = gpu_inputs("q4_0", m, 6144, 4096, True, SEED + m)
-        for tile in gemm_ops._WG_TRACE:  # (w64, w64b2: w64b2s has no _trace entry)
+        for tile in gemm_ops._WG_TRACE:  # (w64, w64b2)
             t = gemm_ops.WG_TILES[tile]
             for splits in (1, 4):
                 tr = torch.zeros(4096, 16, dtype=torch.int64, device="cuda")

@@ -166,11 +166,11 @@ def test_register_direct_gemm_is_sm80_only(tmp_path):
 def test_wgmma_gemm_is_sm90a_only(tmp_path):
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
-    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W (w64b2s / e / q: cp.async to shared memory) and x
-    (none of W in the _nw / _nwx / _nwxb[h] diagnostics, none of x in _nx / _nwx / _nwxb[h]),
-    one 192-thread block per SM; the traced entries alike; no entry's wgmma serialized by ptxas."""
+    sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x (none of W in the _nw / _nwx / _nwxb[h]
+    diagnostics, none of x in _nx / _nwx / _nwxb[h]), one 192-thread block per SM; the traced entries alike; no
+    entry's wgmma serialized by ptxas."""
     names = {k.name for k in [*gemm_ops._WG.values(), *gemm_ops._WG_GLU.values(), *gemm_ops._WG_NORM.values(),
-                              *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(), gemm_ops.WG_WLE_GLU,
+                              *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(),
                               *gemm_ops.WG_DIAG.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
     sm70 = _sass("gemm_wg.cu", str(tmp_path))
@@ -180,8 +180,7 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     sm90, usage = _sass("gemm_wg.cu", str(tmp_path), 90), compiled("gemm_wg.cu", 90).usage
     assert set(sm90) == names
     for name, body in sm90.items():
-        ring = any(f"w64b2{t}" in name for t in "seq")  # W through the shared ring (cp.async)
-        w_load = "LDGSTS.E.BYPASS.LTC128B.128" if ring else "LDG.E.LTC128B.128"
+        w_load = "LDG.E.LTC128B.128"
         suffix = name.rsplit("_", 1)[1]  # the diagnostics: no W / x loads by design
         diag = suffix if suffix in gemm_ops.WG_DIAG else ""
         assert "HGMMA.64x64x16.F32" in body, name

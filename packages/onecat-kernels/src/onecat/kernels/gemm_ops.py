@@ -146,34 +146,16 @@ class RopeCache(NamedTuple):
 # one wave already) 35.6 -> 38.6 (x4) / 36.5 (x8), so it keeps w64. Two consumer warpgroups per block instead (the
 # same 64 rows, one 64-feature half each; wg-forms.diff in s39's results) were level with w64, or 2-5% faster with
 # four x stages and four producer warps in 66 KB of dynamic shared memory.
-# w64b2s: w64b2 with W (and its scales) through a 4-step shared-memory ring by cp.async, 3 steps ahead, in dynamic
-# shared memory behind the x stages (33,792 + 4 x 9,216 bytes). s49 (H100, ncu source page, gate_up M 64): w64b2's
-# consumer warps stalled most on W's loads (long scoreboard at the first dequantization: 26% of their samples).
-# Not routed: the same bits, ~2% faster a call (gate_up GLU M 64 50.2 -> 49.1 us), level in a batch-64 step (s49).
-# w64b2q: w64b2s with four x stages and four A-register sets, so up to 3 wgmma groups stay in flight while a warp
-# dequantizes (s49's w64b2s profile: its consumers waited at the HGMMA for each other); prepared, not yet timed.
-def _wg_ring_smem(x_stages: int) -> int:
-    """Dynamic shared memory of a wgmma tile with W through the 4-step ring (csrc/gemm_wg.cu WR 4): its x stages
-    (16,512 bytes each) or the output tile staged through the same bytes (33,792), whichever is larger, then the
-    ring (9,216 bytes a step)."""
-    return max(x_stages * 16512, 33792) + 4 * 9216
-
-
-WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192),
-            "w64b2s": GemmTile(64, 128, 2, 128, threads=192, smem=_wg_ring_smem(2)),
-            "w64b2q": GemmTile(64, 128, 4, 128, threads=192, smem=_wg_ring_smem(4))}
+# Tried and removed (s49-s50; benchmarks/results/h200-2026-12-07-s50): w64b2 with W through a cp.async ring in
+# dynamic shared memory (w64b2s, e, q): level or slower. The bare consumer loop is throughput-bound (s50).
+WG_TILES = {"w64": GemmTile(64, 128, 2, 128, threads=192), "w64b2": GemmTile(64, 128, 2, 128, threads=192)}
 WG_CAPABILITY = (9, 0)
-TWO_PER_SM = "w64b2"  # the two-per-SM wgmma tile gemm_shape takes (w64b2s: W through shared memory; A/Bs set it)
-_wg = {t: dict(pdl=True, smem_max=WG_TILES[t].smem) for t in WG_TILES}
-_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, **_wg[t]) for t in WG_TILES}
-_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, **_wg[t]) for t in WG_TILES}
-_WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, **_wg[t]) for t in WG_TILES}
-# w64b2s reading the next step's W from its slot at the end of a step instead of at the next one's start (csrc WLE; not
-# routed: s49's ncu profile of w64b2s had its consumers waiting on those reads, short scoreboard ~5% of samples)
-WG_WLE_GLU = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2e_glu", _ARGS + _ROW_NORM_ARGS, **_wg["w64b2s"])
+_WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG_TILES}
+_WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
+_WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
 # w64b2's diagnostics (csrc DIAG; not routed, outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither,
 # _nwxb neither and no stage barriers (the consumer loop alone), _nwxbh that with half the dequantization.
-# Timed against the route (s49's scripts/_s49_diag.py) they say what W's loads and x's staging cost the tile.
+# Timed against the route (s49's scripts/_s49_diag.py; s50) they say what W's loads and x's staging cost the tile.
 WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
            for d in ("nw", "nx", "nwx", "nwxb", "nwxbh")}
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
@@ -315,7 +297,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
         if tile == "w64" and res.get("w64b2") and blocks > sms * res["w64"]:  # past one wave at one per SM
-            tile = TWO_PER_SM if res.get(TWO_PER_SM) else "w64b2"  # (the same tile shape: its splits come out 1)
+            tile = "w64b2"  # (the same tile shape: its splits come out 1)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
         return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))

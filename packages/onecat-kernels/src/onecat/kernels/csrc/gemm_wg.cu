@@ -60,16 +60,19 @@
 //  * W by prefetch.global.L2 2 or 4 steps ahead of the register ring (s41, benchmarks/results/h100-2026-12-06-s41,
 //    l2a.diff): w64b2 2-4% slower (gate_up GLU, LM head), w64 10% (down): the L2::128B hint already has the next
 //    step's W in L2, and W's latency is not what the tile waits on.
-//  * s49 (benchmarks/results/h200-2026-12-07-s49, H100): the tensor pipe is not the cap. tools/gpu/wgmma_peak.py
-//    (operands fixed, no loads) runs RS m64n64k16 at 937 TFLOP/s with two warpgroups an SM (95% of the card's
-//    dense FP16 peak; with a q4_0-like rebuild of every A register between groups 903), level with N 128 / 256 and
-//    SS: s25's "1,260 FMA/clk at N 64" was the tile's pipeline, not the instruction. ncu's source page on w64b2
-//    (gate_up M 64): the consumers' largest stall is W's load (long scoreboard at the first dequantization, 26% of
-//    their samples), then fixed-latency waits 18%, issuing 17%. w64b2s (WR 4: W and its scales through a 4-step
-//    shared ring by cp.async, 3 steps ahead) removes that stall and is the same bits, yet gains ~2% (gate_up GLU
-//    M 64 50.2 -> 49.1 us, M 48 48.8 -> 47.7; down x4 37.4 -> 35.1 = w64's 34.3) and nothing in a batch-64 step
-//    (6,821 vs 6,838 us, control 6,752). Its consumers then wait at the HGMMA's warpgroup barrier (12% of samples)
-//    and on the W reads from shared memory (~5%): WLE (w64b2e_glu) reads the next step's W at the end of a step.
+//  * s49 (benchmarks/results/h100-2026-12-07-s49, H100): tools/gpu/wgmma_peak.py (operands fixed, no loads) runs RS
+//    m64n64k16 at 937 TFLOP/s with two warpgroups an SM (95% of the card's dense FP16 peak; with a q4_0-like rebuild
+//    of 8 A registers between groups 903), level with N 128 / 256 and SS. ncu's source page on w64b2 (gate_up M 64):
+//    the consumers' largest stall is W's load (long scoreboard, 26% of their samples). Tried and removed (s49-s50,
+//    kept in git, ba217ea..33d0aba): W and its scales through a 4-step cp.async ring in dynamic shared memory
+//    (w64b2s: the same bits, gate_up GLU M 64 ~1% faster, level in a batch-64 step), that with the next step's W
+//    read at a step's end (w64b2e: level) and with four A-register sets / x stages (w64b2q: 8% slower).
+//  * s50 (benchmarks/results/h200-2026-12-07-s50, H200; the DIAG entries): gate_up M 64 takes 48.2 us; without W's
+//    loads 40.3, without x's staging 40.0, without both 33.1, without the stage barriers too 30.8 (the bare consumer
+//    loop), and that with half the dequantization 23.8. The bare loop is throughput-bound: at 1 / 2 / 3 blocks an SM
+//    it costs 15.9 / 13.8 / 13.2 SM-us a tile, ~1,280 of the SM's 2,048 FMA a clock. Its dequantization and its MMAs
+//    do not run side by side at full rate, so hiding a latency gains little; fewer instructions an FMA in the
+//    consumer warps is what would.
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 
@@ -102,29 +105,6 @@ ONECAT_DEVICE void wg_wait() {
 ONECAT_DEVICE void fence_proxy_async() {
 #if WG_OK
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-// cp.async (sm_80+; here sm_90a only): W's 16-byte pieces (L2 fetches 128 bytes around them, as ldg_pf<128>) and
-// q4_0's scales 8 bytes at a time into the WR tile's shared ring
-ONECAT_DEVICE void cp_async16(unsigned saddr, const void* g) {
-#if WG_OK
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr), "l"(g) : "memory");
-#endif
-}
-ONECAT_DEVICE void cp_async8(unsigned saddr, const void* g) {
-#if WG_OK
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(saddr), "l"(g) : "memory");
-#endif
-}
-ONECAT_DEVICE void cp_async_commit() {
-#if WG_OK
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-ONECAT_DEVICE void cp_async_wait() {
-#if WG_OK
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 template <int N>
@@ -168,8 +148,7 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
-template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0,
-          int WR = 0, bool WLE = false, int NA = 2>
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -183,14 +162,8 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   // row's slices fall in distinct banks), of a step's x
   constexpr int SL = RG * 256, SLP = SL + 16, STAGE = 8 * SLP;
   constexpr int C_LD = BN + 4, CB = NT * C_LD * 4, AB = NS * STAGE, BYTES = AB > CB ? AB : CB;
-  static_assert(NS >= 2 && 1 + 2 * NS <= 16 && (WR > 0 || BYTES <= 48 * 1024), "tile");
-  // WR > 0: W and its scales through a ring of WR steps in dynamic shared memory behind the x stages (cp.async by
-  // each consumer thread of its own pieces, WR - 1 steps ahead), instead of the register ring: per step a
-  // thread's 4 rows x 16 bytes (8 KB a step), then each row's 4 scales (8 bytes, copied by lane qd for row qd)
-  constexpr int WSTAGE = 128 * 4 * 16 + 128 * 4 * 2;
-  __shared__ __align__(128) unsigned char smem_static[WR > 0 ? 16 : BYTES];
-  extern __shared__ __align__(128) unsigned char smem_dynamic[];
-  unsigned char* const smem = WR > 0 ? smem_dynamic : smem_static;
+  static_assert(NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
+  __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
 
   block_trace(tr, 0);
@@ -301,12 +274,9 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
-    // NA A-register sets: 2, a group's dequantization waits for the group two back; 4 (the WR tile with 4 x stages:
-    // w64b2q), four back, so up to 3 groups are in flight while a warp dequantizes
-    static_assert(NA == 2 || (NA == 4 && WR > 0 && NS >= 4), "A sets");
-    unsigned a[NA][2][2][4];  // [group % NA][tile][slice][a0..a3]
+    unsigned a[2][2][2][4];  // [group % 2][tile][slice][a0..a3]
     auto group = [&](const Regs& r, int stage, int j) {
-      unsigned (&ag)[2][2][4] = a[j % NA];
+      unsigned (&ag)[2][2][4] = a[j & 1];
 #pragma unroll
       for (int i = 0; i < ((DIAG & 8) ? 2 : 4); ++i) {  // row i = 2 T + rr (DIAG bit 3: tile 0's rows only)
         unsigned p[4];
@@ -327,69 +297,6 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
       wg_commit();
     };
-    if constexpr (WR > 0) {
-      // lane qd copies row qd's 4 scales of a step (the 4 lanes of g hold rows 0..3 of the same chunks)
-      const int fq = 64 * (qd >> 1) + 16 * warp + g + 8 * (qd & 1);
-      const i64 rowq = (unsigned)min(GLU ? (fq < BN / 2 ? 0 : N / 2 - BN / 2) + n0 / 2 + fq : n0 + fq, N - 1);
-      const unsigned short* spq = reinterpret_cast<const unsigned short*>(meta) + rowq * nch;
-      pin_pointer(spq);
-      const unsigned wring = sbase + BYTES;
-      const int soff = 128 * 4 * 16 + ((warp * 8 + g) * 4) * 8;  // this lane group's scales in a slot
-      auto issue = [&](int st) {
-        const unsigned slot = wring + ((st - s_begin) % WR) * WSTAGE;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) cp_async16(slot + (i * 128 + t) * 16, wp[i] + 4 * st);
-        cp_async8(slot + soff + qd * 8, spq + 4 * st);
-      };
-#pragma unroll
-      for (int u = 0; u < WR - 1; ++u) {
-        if (s_begin + u < s_end) issue(s_begin + u);
-        cp_async_commit();
-      }
-      // WLE: step st + 1's W read from its slot at the end of step st (behind its last group's MMAs), not at
-      // step st + 1's start
-      auto read = [&](Regs& r, int st) {
-        const unsigned char* slot = smem + BYTES + ((st - s_begin) % WR) * WSTAGE;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          r.w[i] = *reinterpret_cast<const uint4*>(slot + (i * 128 + t) * 16);
-          r.s[i] = *reinterpret_cast<const unsigned short*>(slot + soff + i * 8 + qd * 2);
-        }
-      };
-      pdl_wait();
-      block_trace(tr, 1);
-      Regs r;
-      if (WLE && s_begin < s_end) {
-        cp_async_wait<WR - 2>();  // step s_begin's copies landed
-        __syncwarp();
-        read(r, s_begin);
-      }
-      for (int st = s_begin; st < s_end; ++st) {
-        const int stage = (st - s_begin) % NS;
-        __syncwarp();  // every lane has read the slot of step st - 1 (issue overwrites it)
-        if (st + WR - 1 < s_end) issue(st + WR - 1);
-        cp_async_commit();
-        if (!WLE) {
-          cp_async_wait<WR - 1>();  // this thread's copies of step st landed
-          __syncwarp();             // and its lane group's scales
-          read(r, st);
-        }
-        bar_sync(1 + stage, SYNC);  // x of step st staged
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          wg_wait<NA - 1>();  // the group that last used these A registers (NA back) is done
-          // and with it step st - 1's last group (NA 2: at this step's second group; NA 4: at its last)
-          if (j == (NA == 2 ? 1 : 3) && st > s_begin && st - 1 + NS < s_end)
-            bar_arrive(1 + NS + (st - 1 - s_begin) % NS, SYNC);
-          group(r, stage, j);
-        }
-        if (WLE && st + 1 < s_end) {  // r is dead: the next step's W behind this step's last MMAs
-          cp_async_wait<WR - 2>();    // step st + 1's copies landed
-          __syncwarp();
-          read(r, st + 1);
-        }
-      }
-    } else {
     Regs rs[R];
     if (s_begin < s_end) {
 #pragma unroll
@@ -418,7 +325,6 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
           if (BPS == 1 && st == s_begin) block_trace(tr, 2);
         }
       }
-    }
     }
     wg_wait<0>();
     wg_pin(acc[0]);
@@ -455,48 +361,30 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // _xl1 entries (not routed; tools/gpu/gemm_xl1.py): the XL1 diagnostic above, plain outputs' signature.
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
 // step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, NS, PDW, BPS, XL1, DIAG, WR, RN, NO, TR, ...)                       \
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, NS, PDW, BPS, XL1, DIAG, RN, NO, TR, ...)                           \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<NS, PDW, 128, GLU, NORM, BPS, XL1, DIAG, WR>(out, x, q, meta, bias, ws, counters, M, N, K,       \
-                                                        steps_per_split, RN, NO, TR);                     \
+    gemm_wg<NS, PDW, 128, GLU, NORM, BPS, XL1, DIAG>(out, x, q, meta, bias, ws, counters, M, N, K,          \
+                                                     steps_per_split, RN, NO, TR);                        \
     block_trace(TR, 6);                                                                                   \
   }
 #define GEMM_WG_KINDS(T, PDW, BPS)                                                                          \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, 2, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, nullptr, )        \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, 2, PDW, BPS, false, 0, 0, GEMM_RN_ARGS, NormOut{}, nullptr,  \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, 2, PDW, BPS, false, 0, RowNorm{}, NormOut{}, nullptr, )           \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, 2, PDW, BPS, false, 0, GEMM_RN_ARGS, NormOut{}, nullptr,     \
                 GEMM_RN_PARAMS)                                                                              \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, 2, PDW, BPS, false, 0, 0, RowNorm{}, GEMM_NORM_ARGS,        \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, 2, PDW, BPS, false, 0, RowNorm{}, GEMM_NORM_ARGS,           \
                 nullptr, GEMM_NORM_PARAMS)                                                                   \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, 2, PDW, BPS, false, 0, 0, RowNorm{}, NormOut{}, trace,    \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, 2, PDW, BPS, false, 0, RowNorm{}, NormOut{}, trace,       \
                 , unsigned long long* trace)                                                                 \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, 2, PDW, BPS, true, 0, 0, RowNorm{}, NormOut{}, nullptr, )
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, 2, PDW, BPS, true, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
 // w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither, _nwxb
 // neither and no stage barriers, _nwxbh that with half the dequantization
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, 0, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, 0, RowNorm{}, NormOut{}, nullptr, )
-// w64b2s (WR 4): w64b2 with W and its scales through a 4-step shared-memory ring by cp.async (3 steps ahead; dynamic
-// shared memory: the x stages' / tile's BYTES + 4 x 9 KB, gemm_ops.WG_TILES' smem); the same bits as w64b2
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s, false, false, 2, 1, 2, false, 0, 4, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_glu, true, false, 2, 1, 2, false, 0, 4, GEMM_RN_ARGS, NormOut{}, nullptr,
-              GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2s_norm, false, true, 2, 1, 2, false, 0, 4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
-              GEMM_NORM_PARAMS)
-#define WG_WLE 4, true  // WR 4 with WLE (template arguments through the entry macro's WR)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2e_glu, true, false, 2, 1, 2, false, 0, WG_WLE, GEMM_RN_ARGS, NormOut{}, nullptr,
-              GEMM_RN_PARAMS)
-// w64b2q: w64b2s with four x stages and four A-register sets (up to 3 wgmma groups in flight; 102,912 bytes of dynamic
-// shared memory); the same bits
-#define WG_NA4 4, false, 4
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q, false, false, 4, 1, 2, false, 0, WG_NA4, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q_glu, true, false, 4, 1, 2, false, 0, WG_NA4, GEMM_RN_ARGS, NormOut{}, nullptr,
-              GEMM_RN_PARAMS)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2q_norm, false, true, 4, 1, 2, false, 0, WG_NA4, RowNorm{}, GEMM_NORM_ARGS, nullptr,
-              GEMM_NORM_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )

@@ -531,7 +531,8 @@ def test_wgmma_xl1_diagnostic(tile, monkeypatch):
 def test_wgmma_diagnostics_run(monkeypatch):
     """w64b2's diagnostics (gemm_ops.WG_DIAG; s49's scripts/_s49_diag.py) run to the end in the route's launch, unsplit
     and split-K, and differ from the route (no W / no x by design); _nw's output stays finite (its words' weights are
-    at most 1/2)."""
+    at most 1/2); _qd's q x d plus the -8 d x (block sums of x) it leaves out is the GEMM (its FP16 output rounded
+    before that term is added back, hence the looser bound)."""
     x, w, _ = gpu_inputs("q4_0", 64, 1024, 1024, False, SEED + 9)
     for splits in (1, 4):
         want = gemm_ops.gemm_launch(x, w, None, "w64b2", splits)
@@ -543,6 +544,11 @@ def test_wgmma_diagnostics_run(monkeypatch):
             assert got.shape == want.shape and not torch.equal(got, want), (diag, splits)
             if diag == "nw":
                 assert torch.isfinite(got).all(), splits
+            if diag == "qd":
+                d = w.meta.view(torch.float16).reshape(w.shape[0], -1).float()  # [N, K / 32] block scales
+                sums = x.float().reshape(x.shape[0], -1, 32).sum(-1)  # [M, K / 32]
+                err = rel_err(got.float() - 8 * sums @ d.t(), ref_linear(x, w, None))
+                assert err <= 5e-3, (splits, err)
 
 
 @gpu

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Prepared for the next session (carry .whl; ~5 min cold): the wgmma GPU tests on the tree without the ring tiles
+# Prepared for the next session (carry .whl; ~6 min cold): the wgmma GPU tests on the tree without the ring tiles
 # (ff507c1: w64 / w64b2 against the float reference and bit-equal, GLU, traced, the diagnostics), then
-# wgmma_peak.py --set alu (the tensor rate beside the tile's amount of dequantization, RS N 64 and SS N 256).
+# wgmma_peak.py --set alu (the tensor rate beside the tile's amount of dequantization, RS N 64 and SS N 256), then
+# _s49_diag.py, which now times the _qd / _nwxbq diagnostics too (q x d in one HFMA2 a pair: what candidate 1 of the
+# README's G3 section would save on the route and on the bare loop; test_wgmma_diagnostics_run checks its math).
 # After it, on an H200: OUT=$OUT bash tools/gpu/goals_check.sh in its own call (carry .whl and the peers' files).
 set -u
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
@@ -11,3 +13,5 @@ echo "tests rc=$? at ${SECONDS}s: $(tail -1 $OUT/tests.txt)"
 timeout 200 python3 tools/gpu/wgmma_peak.py --set alu --json $OUT/wgmma_alu.json 2>&1 \
   | grep -v "warning\|unsigned a\|^ *\^\|^$" > $OUT/wgmma_alu.txt
 echo "alu rc=$? at ${SECONDS}s"; cat $OUT/wgmma_alu.txt
+timeout 120 python3 benchmarks/results/h100-2026-12-07-s49/scripts/_s49_diag.py > $OUT/diag.txt 2>&1
+echo "diag rc=$? at ${SECONDS}s"; cat $OUT/diag.txt

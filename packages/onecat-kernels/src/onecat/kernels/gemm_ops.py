@@ -154,10 +154,11 @@ _WG = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}", _ARGS, pdl=True) for t in WG
 _WG_GLU = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_glu", _ARGS + _ROW_NORM_ARGS, pdl=True) for t in WG_TILES}
 _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS, pdl=True) for t in WG_TILES}
 # w64b2's diagnostics (csrc DIAG; not routed, outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither,
-# _nwxb neither and no stage barriers (the consumer loop alone), _nwxbh that with half the dequantization.
+# _nwxb neither and no stage barriers (the consumer loop alone), _nwxbh that with half the dequantization; _qd / _nwxbq
+# the route / _nwxb with the one-HFMA2 dequantization (q x d, the -8 d offset left out).
 # Timed against the route (s49's scripts/_s49_diag.py; s50) they say what W's loads and x's staging cost the tile.
 WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
-           for d in ("nw", "nx", "nwx", "nwxb", "nwxbh")}
+           for d in ("nw", "nx", "nwx", "nwxb", "nwxbh", "qd", "nwxbq")}
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in ("w64", "w64b2")}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step

@@ -27,6 +27,19 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
   p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), shi, nhi), d));
 }
 
+// q4_0_word's weights without their -8 d offset, q x d, in one HFMA2 a pair instead of two instructions (s50; gemm_wg.cu's
+// DIAG bit 4 times it): low nibbles as (1024 + q) d + c_lo with c_lo = -1024 d, high ones under magic 0x5400 as
+// (64 + q) d + c_hi with c_hi = -64 d; each product is exact before the one rounding. A GEMM on it owes the
+// -8 d x (sum of the block's x) term elsewhere.
+ONECAT_DEVICE void q4_0_word_qd(unsigned v, __half2 d, __half2 c_lo, __half2 c_hi, unsigned magic_lo, unsigned magic_hi,
+                                unsigned (&p)[4]) {
+  const unsigned v2 = v >> 8;
+  p[0] = h2u(__hfma2(u2h(lop_or_reg(v, 0x000F000Fu, magic_lo)), d, c_lo));
+  p[1] = h2u(__hfma2(u2h(lop_or_reg(v, 0x00F000F0u, magic_hi)), d, c_hi));
+  p[2] = h2u(__hfma2(u2h(lop_or_reg(v2, 0x000F000Fu, magic_lo)), d, c_lo));
+  p[3] = h2u(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic_hi)), d, c_hi));
+}
+
 // A W / scale load with an L2 prefetch size (PF bytes: 0 none, or 128: sm_75+): the L2 fetches 128
 // bytes of the row around the 64 a step reads, so the next step's W waits in L2. H200 s16 (call 11,
 // benchmarks/results/h200-2026-11-30-s16): r32w's gate_up 43.1 -> 40.0 us at M 32, 77.0 -> 73.0 at M 64,

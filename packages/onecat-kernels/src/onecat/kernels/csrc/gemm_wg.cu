@@ -144,7 +144,9 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // handoff (the producers stop at once, the consumers take no stage barrier: with bits 0 and 1, _nwxb, the consumer loop
 // alone, gemm_wg.cu's counterpart of tools/gpu/wgmma_peak.py's dq rows): route - entry is what W's loads / x's
 // staging / the stage barriers cost the tile. Bit 3 (_nwxbh, with the others): half the dequantization (tile 1
-// multiplies tile 0's A, as wgmma_peak.py's dq rows do): what the dequantization's share of the loop is.
+// multiplies tile 0's A, as wgmma_peak.py's dq rows do): what the dequantization's share of the loop is. Bit 4 (_qd,
+// and _nwxbq with bits 0-2): q x d by gemm_dequant.cuh's q4_0_word_qd, one HFMA2 a pair and two HMUL2 a row a step
+// (the -8 d offset left out): what that cheaper dequantization would save.
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
@@ -254,8 +256,8 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       pin_pointer(wp[i]);
       pin_pointer(sp[i]);
     }
-    unsigned magic = 0x64006400u;
-    asm volatile("" : "+r"(magic));
+    unsigned magic = 0x64006400u, magic_hi = 0x54005400u;
+    asm volatile("" : "+r"(magic), "+r"(magic_hi));
     struct Regs {
       uint4 w[4];
       unsigned short s[4];
@@ -275,13 +277,17 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
     unsigned a[2][2][2][4];  // [group % 2][tile][slice][a0..a3]
+    __half2 qc[(DIAG & 16) ? 4 : 1][2];  // DIAG bit 4: a step's -1024 d / -64 d a row (q4_0_word_qd)
     auto group = [&](const Regs& r, int stage, int j) {
       unsigned (&ag)[2][2][4] = a[j & 1];
 #pragma unroll
       for (int i = 0; i < ((DIAG & 8) ? 2 : 4); ++i) {  // row i = 2 T + rr (DIAG bit 3: tile 0's rows only)
         unsigned p[4];
         const unsigned v = j == 0 ? r.w[i].x : j == 1 ? r.w[i].y : j == 2 ? r.w[i].z : r.w[i].w;
-        q4_0_word(v, __half2half2(__ushort_as_half(r.s[i])), magic, p);
+        if constexpr ((DIAG & 16) != 0)
+          q4_0_word_qd(v, __half2half2(__ushort_as_half(r.s[i])), qc[i][0], qc[i][1], magic, magic_hi, p);
+        else
+          q4_0_word(v, __half2half2(__ushort_as_half(r.s[i])), magic, p);
         const int T = i >> 1, rr = i & 1;
         ag[T][0][rr] = p[0];      // slice 2j: (row g | g + 8, k 2q..) <- pair (0, 1)
         ag[T][0][2 + rr] = p[1];  //           (row g | g + 8, k 2q + 8..) <- pair (2, 3)
@@ -312,6 +318,13 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
         if (st < s_end) {
           const int stage = (st - s_begin) % NS;
           if (st + PDW < s_end) fetch_w(rs[(u + PDW) % R], st + PDW);
+          if constexpr ((DIAG & 16) != 0)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const __half2 d = __half2half2(__ushort_as_half(rs[u].s[i]));
+              qc[i][0] = __hmul2(d, h2c(-1024.f));
+              qc[i][1] = __hmul2(d, h2c(-64.f));
+            }
           if (!(DIAG & 4)) bar_sync(1 + stage, SYNC);  // x of step st staged
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -382,9 +395,12 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
 // w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither, _nwxb
-// neither and no stage barriers, _nwxbh that with half the dequantization
+// neither and no stage barriers, _nwxbh that with half the dequantization, _qd / _nwxbq the route / _nwxb with
+// q4_0_word_qd
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_qd, false, false, 2, 1, 2, false, 16, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 2, 1, 2, false, 23, RowNorm{}, NormOut{}, nullptr, )

@@ -119,8 +119,31 @@ def test_llama_batched_bench_jsonl_is_parsed():
     assert [(r.batch, r.prompt_len, r.gen) for r in res] == [(32, 512, 128), (64, 512, 128)]
     assert [round(r.tok_s[0], 1) for r in res] == [3292.1, 4535.4]
     assert res[1].details["t_tg_s"] == pytest.approx(1.806226)
+    assert res[0].details["type_k"] == res[0].details["type_v"] == "f16"  # what the command asked (not in its jsonl)
     with pytest.raises(RuntimeError, match="no jsonl"):
         parse_llama_batched("main: error", "", "llama3-8b", "Q4_0")
+
+
+def test_llama_runs_take_the_kv_cache_type(monkeypatch):
+    """peers --kv 8bit: llama.cpp's runs ask for a q8_0 cache (-ctk / -ctv) and record it; fp16 adds no option."""
+    from onecat.bench import peer_runners
+
+    with open(os.path.join(DATA, "llama_batched_bench_h200.txt")) as fh:
+        batched = fh.read()
+    with open(os.path.join(DATA, "llama_bench_smollm2_h200.json")) as fh:
+        bench = fh.read()
+    cmds = []
+
+    def fake_run(cmd, timeout, raw_log=None):
+        cmds.append(cmd)
+        return (batched if cmd[0].endswith("llama-batched-bench") else bench), ""
+    monkeypatch.setattr(peer_runners, "_run", fake_run)
+    res = peer_runners.run_llama_batched("/bin", "m.gguf", "llama3-8b", "Q4_0", 512, 128, [32, 64], kv="8bit")
+    assert cmds[-1][-4:] == ["-ctk", "q8_0", "-ctv", "q8_0"] and res[0].details["type_k"] == "q8_0"
+    peer_runners.run_llama_bench("/bin", "m.gguf", "smollm2-135m", "Q4_1", 512, 128, 5, kv="8bit")
+    assert cmds[-1][-4:] == ["-ctk", "q8_0", "-ctv", "q8_0"]
+    peer_runners.run_llama_batched("/bin", "m.gguf", "llama3-8b", "Q4_0", 512, 128, [32, 64])
+    assert "-ctk" not in cmds[-1]
 
 
 def test_h200_peers_config_parses():
@@ -144,6 +167,30 @@ def test_goals_from_recorded_h200_run():
     assert lines[1:] == ["- G2 (llama3-8b Q4_0 batch 1 >= 85% of copy): not measured",
                          "- G2 (llama3-8b Q4_K_M batch 1 >= 85% of copy): not measured",
                          "- G3 at 32 sequences: not measured in this run", "- G3 at 64 sequences: not measured in this run"]
+
+
+def test_g3_line_names_both_kv_caches():
+    """s49's H100 run (FP16 caches on both sides): the G3 lines say which KV cache each engine had."""
+    from onecat.bench.peers_report import goals
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results", "h100-2026-12-07-s49",
+                        "call4", "peers", "peers.jsonl")
+    g3 = [line for line in goals(read_jsonl(path)) if line.startswith("- G3")]
+    assert g3 == ["- G3 (llama3-8b Q4_0, 32 sequences >= 3x llama-batched-bench) (KV: onecat float16, llama.cpp "
+                  "float16): 2.27x: not met",
+                  "- G3 (llama3-8b Q4_0, 64 sequences >= 3x llama-batched-bench) (KV: onecat float16, llama.cpp "
+                  "float16): 2.29x: not met"]
+
+
+def test_peers_onecat_with_an_8bit_cache_on_cpu(tmp_path):
+    """peers --kv 8bit: onecat's run uses the E4M3 paged cache, and its record says so."""
+    out = tmp_path / "peers"
+    peers_main(["--out", str(out), "--configs", "tiny-llama:Q4_0", "--engines", "onecat", "--batched",
+                "--gguf-dir", str(tmp_path / "gguf"), "--device", "cpu", "--prompt-len", "16", "--gen", "4",
+                "--repeats", "1", "--threads", "1", "--kv", "8bit"])
+    rec, = read_jsonl(str(out / "peers.jsonl"))
+    assert rec.engine == "onecat" and rec.runtime.kv_dtype == "float8_e4m3fn"
+    assert rec.metrics["decode_tok_s"].median > 0
 
 
 def test_report_names_the_route_of_each_file(tmp_path):

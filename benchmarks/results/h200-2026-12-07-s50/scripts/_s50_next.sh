@@ -4,7 +4,10 @@
 # wgmma_peak.py --set alu (the tensor rate beside the tile's amount of dequantization, RS N 64 and SS N 256), then
 # _s49_diag.py, which now times the _qd / _nwxbq diagnostics too (q x d in one HFMA2 a pair: what candidate 1 of the
 # README's G3 section would save on the route and on the bare loop; test_wgmma_diagnostics_run checks its math).
-# After it, on an H200: OUT=$OUT bash tools/gpu/goals_check.sh in its own call (carry .whl and the peers' files).
+# After it, on an H200: OUT=$OUT bash tools/gpu/goals_check.sh in its own call (carry .whl and the peers' files), and
+# G3 with 8-bit caches on both sides (onecat E4M3, llama.cpp q8_0) in another:
+#   PEERS_LIMIT_S=570 OUT=$OUT bash tools/gpu/peers_check.sh --configs llama3-8b:Q4_0 --engines llama.cpp onecat \
+#     --batched llama3-8b:Q4_0=32,64 --kv 8bit
 set -u
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
 machine_info > $OUT/machine.txt 2>&1; head -2 $OUT/machine.txt | tail -1

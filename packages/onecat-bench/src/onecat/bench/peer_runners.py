@@ -144,10 +144,19 @@ def run_hf(shape: str, device: str, prompt_len: int, gen: int, repeats: int, see
                          [prompt_len / t for t in t1s], load_s, details)]
 
 
+# The paged cache's element on each side (peers --kv): fp16 as each engine has it by default; 8bit: onecat's E4M3
+# cache against llama.cpp's q8_0 one (its nearest; it has no FP8 cache), so both read ~1 byte an element.
+KV_TYPES = {"fp16": ("auto", "f16"), "8bit": ("float8_e4m3fn", "q8_0")}
+
+
+def _llama_kv_args(kv: str) -> list[str]:
+    return [] if kv == "fp16" else ["-ctk", KV_TYPES[kv][1], "-ctv", KV_TYPES[kv][1]]
+
+
 # -- onecat -------------------------------------------------------------------------------------------
 def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, gen: int, repeats: int,
                batches: list[int], batched_repeats: int | None = None, seed: int = 0,
-               on_result=None, async_scheduling: bool | None = None) -> list[DecodeResult]:
+               on_result=None, async_scheduling: bool | None = None, kv: str = "fp16") -> list[DecodeResult]:
     import random
 
     import torch
@@ -162,6 +171,7 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
     cfg = serve_config.EngineConfig(model=serve_config.ModelConfig(
         path=gguf, device=device, dtype="auto", max_model_len=prompt_len + gen + 16))
     cfg.cache.enable_prefix_caching = False
+    cfg.cache.dtype = KV_TYPES[kv][0]
     cfg.scheduler.max_num_seqs = max(max(batches), cfg.scheduler.max_num_seqs)
     if async_scheduling is not None:  # None: the engine's default
         cfg.scheduler.async_scheduling = async_scheduling
@@ -221,9 +231,10 @@ def _run(cmd: list[str], timeout: float, raw_log: str | None = None) -> tuple[st
 
 def run_llama_bench(bin_dir: str, gguf: str, shape: str, fmt: str, prompt_len: int, gen: int, repeats: int,
                     depths: tuple[int, ...] = (0, 512), timeout: float = 300,
-                    raw_log: str | None = None) -> list[DecodeResult]:
+                    raw_log: str | None = None, kv: str = "fp16") -> list[DecodeResult]:
     cmd = [os.path.join(bin_dir, "llama-bench"), "-m", gguf, "-p", str(prompt_len), "-n", str(gen),
-           "-d", ",".join(map(str, depths)), "-ngl", "99", "-fa", "1", "-r", str(repeats), "-o", "json"]
+           "-d", ",".join(map(str, depths)), "-ngl", "99", "-fa", "1", "-r", str(repeats), "-o", "json",
+           *_llama_kv_args(kv)]
     out, err = _run(cmd, timeout, raw_log)
     return parse_llama_bench(out, err, shape, fmt, " ".join(cmd))
 
@@ -258,17 +269,20 @@ def parse_llama_bench(out: str, err: str, shape: str, fmt: str, command: str = "
 
 
 def run_llama_batched(bin_dir: str, gguf: str, shape: str, fmt: str, prompt_len: int, gen: int,
-                      batches: list[int], timeout: float = 300, raw_log: str | None = None) -> list[DecodeResult]:
+                      batches: list[int], timeout: float = 300, raw_log: str | None = None,
+                      kv: str = "fp16") -> list[DecodeResult]:
     ctx = max(batches) * (prompt_len + gen)
     cmd = [os.path.join(bin_dir, "llama-batched-bench"), "-m", gguf, "-c", str(ctx), "-b", "2048", "-ub", "512",
            "-npp", str(prompt_len), "-ntg", str(gen), "-npl", ",".join(map(str, batches)), "-ngl", "99",
-           "-fa", "on", "--output-format", "jsonl"]
+           "-fa", "on", "--output-format", "jsonl", *_llama_kv_args(kv)]
     out, err = _run(cmd, timeout, raw_log)
-    return parse_llama_batched(out, err, shape, fmt, " ".join(cmd))
+    return parse_llama_batched(out, err, shape, fmt, " ".join(cmd), KV_TYPES[kv][1])
 
 
-def parse_llama_batched(out: str, err: str, shape: str, fmt: str, command: str = "") -> list[DecodeResult]:
-    """llama-batched-bench `--output-format jsonl` -> one aggregate-decode result per batch size."""
+def parse_llama_batched(out: str, err: str, shape: str, fmt: str, command: str = "",
+                        cache_type: str = "f16") -> list[DecodeResult]:
+    """llama-batched-bench `--output-format jsonl` -> one aggregate-decode result per batch size (its jsonl has no
+    cache type: `cache_type` is what the command asked for)."""
     results = []
     for line in (out + "\n" + err).splitlines():
         line = line.strip()
@@ -278,6 +292,7 @@ def parse_llama_batched(out: str, err: str, shape: str, fmt: str, command: str =
         details = {"command": command, "n_kv_max": r["n_kv_max"], "n_batch": r["n_batch"],
                    "n_ubatch": r["n_ubatch"], "flash_attn": r["flash_attn"], "is_pp_shared": r["is_pp_shared"],
                    "n_gpu_layers": r["n_gpu_layers"], "t_pp_s": r["t_pp"], "t_tg_s": r["t_tg"],
+                   "type_k": cache_type, "type_v": cache_type,
                    "measure": "one run per batch size: B * ntg / decode time (llama-batched-bench S_TG)"}
         results.append(DecodeResult("llama.cpp", shape, f"GGUF {fmt}", int(r["pl"]), int(r["pp"]), int(r["tg"]),
                                     [float(r["speed_tg"])], [float(r["speed_pp"])], None, details))
@@ -301,6 +316,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     ap.add_argument("--scheduling", choices=["async", "sync"], default=None,
                     help="onecat: scheduler.async_scheduling (default: the engine's, asynchronous)")
+    ap.add_argument("--kv", choices=sorted(KV_TYPES), default="fp16", help="onecat: the paged cache (KV_TYPES)")
     ap.add_argument("--json", required=True, help="write the results here")
     a = ap.parse_args(argv)
     if a.threads:
@@ -319,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
             ap.error("onecat needs --gguf")
         scheduling = None if a.scheduling is None else a.scheduling == "async"
         save(run_onecat(a.gguf, a.shape, a.format, a.device, a.prompt_len, a.gen, a.repeats, a.batch,
-                        a.batched_repeats, on_result=save, async_scheduling=scheduling))
+                        a.batched_repeats, on_result=save, async_scheduling=scheduling, kv=a.kv))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 
 from .contract import (MEASURED, Machine, Metric, ModelInfo, Record, Runtime, Sampling, Workload, append_jsonl,
                        metric)
-from .peer_runners import DecodeResult
+from .peer_runners import KV_TYPES, DecodeResult
 from .synth_gguf import SHAPES, SynthResult, describe, synthesize, tensor_plan
 
 DEFAULT_CONFIGS = ["smollm2-135m:Q4_1", "llama3-8b:Q4_0", "llama3-8b:Q4_K_M"]
@@ -247,10 +247,10 @@ class PeerRun:
             return
         for name, fn, bs in (("llama-bench", lambda: run_llama_bench(
                 a.llama_cpp_bin, synth.path, shape, ftype, a.prompt_len, a.gen, a.llama_repeats,
-                depths=(0, a.prompt_len), timeout=self.limit(), raw_log=raw), [1]),
+                depths=(0, a.prompt_len), timeout=self.limit(), raw_log=raw, kv=a.kv), [1]),
                 ("llama-batched-bench", lambda: run_llama_batched(
                     a.llama_cpp_bin, synth.path, shape, ftype, a.prompt_len, a.gen, batches,
-                    timeout=self.limit(), raw_log=raw), batches)):
+                    timeout=self.limit(), raw_log=raw, kv=a.kv), batches)):
             if not bs:
                 continue
             if self.time_left() < 20:
@@ -281,7 +281,8 @@ class PeerRun:
                                  a.device, "--prompt-len", str(a.prompt_len), "--gen", str(a.gen), "--repeats",
                                  str(a.repeats), "--batched-repeats", str(a.batched_repeats), "--batch", *map(str, bs)]
                                 + (["--threads", str(a.threads)] if a.threads else [])
-                                + (["--scheduling", a.onecat_scheduling] if a.onecat_scheduling else []),
+                                + (["--scheduling", a.onecat_scheduling] if a.onecat_scheduling else [])
+                                + ["--kv", a.kv],
                                 f"onecat {shape} {ftype}")
         self.emit(res, "onecat", shape, f"GGUF {ftype}", synth, bs)
 
@@ -344,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--onecat-scheduling", choices=["async", "sync"], default=None,
                     help="onecat's scheduler.async_scheduling (default: the engine's, asynchronous)")
+    ap.add_argument("--kv", choices=sorted(KV_TYPES), default="fp16",
+                    help="the KV cache on both sides: fp16 (each engine's default), or 8bit (onecat E4M3, llama.cpp q8_0)")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="onecat and HF repeats (median/min/max)")

@@ -101,7 +101,8 @@ def goals(records: list[Record]) -> list[str]:
         p = _decode_record(records, "llama.cpp", "llama3-8b", "Q4_0", b)
         if o and p:
             x = o.metrics["decode_tok_s"].median / p.metrics["decode_tok_s"].median
-            lines.append(f"- G3 (llama3-8b Q4_0, {b} sequences >= 3x llama-batched-bench): {x:.2f}x: "
+            kv = f" (KV: onecat {o.runtime.kv_dtype}, llama.cpp {p.runtime.kv_dtype})"
+            lines.append(f"- G3 (llama3-8b Q4_0, {b} sequences >= 3x llama-batched-bench){kv}: {x:.2f}x: "
                          f"{'met' if x >= 3.0 else 'not met'}")
         else:
             lines.append(f"- G3 at {b} sequences: not measured in this run")

@@ -551,6 +551,41 @@ def test_wgmma_diagnostics_run(monkeypatch):
                 assert err <= 5e-3, (splits, err)
 
 
+def test_wg_x_stages_layout():
+    """gemm_ops.wg_x_stages puts x[n, k] where csrc/gemm_wg.cu's producer warps store it: tile n // 64, step k // 128,
+    slice 2 j + h // 2 (k % 128 = 32 i + 8 j + 2 h + e), core matrix h % 2, 8-row group, row, pair i; rows past M 0."""
+    m, k = 70, 256
+    x = (torch.arange(m * k) % 2039).half().view(m, k)
+    st = gemm_ops.wg_x_stages(x)
+    assert st.shape == (2, 2, 8 * gemm_ops.WG_X_SLICE) and st.dtype == torch.uint8
+    halves = st.view(2, 2, -1).view(torch.float16)
+    n, kk = torch.meshgrid(torch.arange(m), torch.arange(k), indexing="ij")
+    r = kk % 128
+    i, j, h, e = r // 32, r % 32 // 8, r % 8 // 2, r % 2
+    g, rg = n % 8, n % 64 // 8
+    byte = (2 * j + h // 2) * gemm_ops.WG_X_SLICE + rg * 256 + (h % 2) * 128 + g * 16 + i * 4 + e * 2
+    assert torch.equal(halves[n // 64, kk // 128, byte // 2], x)
+    assert float(halves.double().sum()) == float(x.double().sum())  # and nothing else: rows past M are zero
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+def test_wgmma_bulk_x_stages(monkeypatch):
+    """The XB entry (x's stages by bulk copies from gemm_ops.wg_x_stages) gives w64b2's output bit for bit: ragged
+    rows, one and several row tiles, unsplit and split-K (uneven)."""
+    for m, n, k in ((64, 4096, 4096), (37, 1024, 1280), (100, 512, 768)):
+        x, w, b = gpu_inputs("q4_0", m, n, k, True, SEED + 3 * m)
+        stages = gemm_ops.wg_x_stages(x)
+        as_x = stages.view(-1)[: 2 * m * k].view(torch.float16).view(m, k)  # gemm_launch's shapes, the stages' bytes
+        for splits in (1, 3):
+            want = gemm_ops.gemm_launch(x, w, b, "w64b2", splits)
+            with monkeypatch.context() as mp, cuda_ops.poison_outputs():
+                mp.setitem(gemm_ops._WG, "w64b2", gemm_ops.WG_XB)
+                got = gemm_ops.gemm_launch(as_x, w, b, "w64b2", splits)
+            assert torch.equal(got, want), (m, n, k, splits)
+
+
 @gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")

@@ -159,6 +159,29 @@ _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS
 # Timed against the route (s49's scripts/_s49_diag.py; s50) they say what W's loads and x's staging cost the tile.
 WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
            for d in ("nw", "nx", "nwx", "nwxb", "nwxbh", "qd", "nwxbq")}
+# w64b2 with x's stages by one bulk copy a step (csrc XB; not routed, s50): its `x` argument is wg_x_stages(x), which
+# the kernel writing x would produce; the same bits as w64b2. What x's staging by the producer warps costs (s50's _nx:
+# up to 8 us of gate_up's 48) is what it can win.
+WG_XB = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2_xb", _ARGS, pdl=True)
+WG_X_SLICE = 2048 + 16  # bytes of a k16 slice of 64 rows in a stage, padded as the producers store it (csrc SLP)
+
+
+def wg_x_stages(x: torch.Tensor) -> torch.Tensor:
+    """x [M, K] fp16 -> uint8 [ceil(M / 64), K / 128, 8 x WG_X_SLICE]: each 64-row tile's 128-K steps in the wgmma
+    tiles' shared-memory stage layout (csrc/gemm_wg.cu: slice 2j + h // 2, core matrix h % 2, 8-row group, row, then
+    the 4-byte pairs x[32 i + 8 j + 2 h + {0, 1}] for i = 0..3), rows past M zero. A bulk copy moves a step as is."""
+    m, k = x.shape
+    mt, steps = -(-m // 64), k // 128
+    xp = torch.zeros((mt * 64, k), dtype=torch.float16, device=x.device)
+    xp[:m] = x
+    # n = 64 tile + 8 rg + g; k = 128 step + 32 i + 8 j + 2 (2 hs + hc) + e
+    v = xp.view(mt, 8, 8, steps, 4, 4, 2, 2, 2)  # tile, rg, g, step, i, j, hs, hc, e
+    v = v.permute(0, 3, 5, 6, 1, 7, 2, 4, 8).reshape(mt, steps, 8, 1024)  # tile, step, (j, hs), (rg, hc, g, i, e)
+    out = torch.zeros((mt, steps, 8, WG_X_SLICE // 2), dtype=torch.float16, device=x.device)
+    out[..., :1024] = v
+    return out.view(torch.uint8).reshape(mt, steps, 8 * WG_X_SLICE)
+
+
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in ("w64", "w64b2")}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step

@@ -72,7 +72,7 @@
 //    loop), and that with half the dequantization 23.8. The bare loop is throughput-bound: at 1 / 2 / 3 blocks an SM
 //    it costs 15.9 / 13.8 / 13.2 SM-us a tile, ~1,280 of the SM's 2,048 FMA a clock. Its dequantization and its MMAs
 //    do not run side by side at full rate, so hiding a latency gains little; fewer instructions an FMA in the
-//    consumer warps is what would.
+//    consumer warps is what would. Prepared, not run: _qd (one HFMA2 a pair) and XB (x's stages by bulk copies).
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 
@@ -105,6 +105,26 @@ ONECAT_DEVICE void wg_wait() {
 ONECAT_DEVICE void fence_proxy_async() {
 #if WG_OK
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// XB (s50, not routed): x's stages by one bulk copy (cp.async.bulk, the async proxy: no producer registers, no proxy
+// fence) from stages the kernel in front would write (gemm_ops.wg_x_stages), completed on an mbarrier a stage
+ONECAT_DEVICE void mbar_init(unsigned a, unsigned count) {
+#if WG_OK
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
+#endif
+}
+ONECAT_DEVICE void bulk_stage(unsigned dst, const void* src, unsigned bytes, unsigned mbar) {
+#if WG_OK
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mbar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(mbar) : "memory");
+#endif
+}
+ONECAT_DEVICE void mbar_wait(unsigned a, unsigned parity) {
+#if WG_OK
+  asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}"
+               ::"r"(a), "r"(parity) : "memory");
 #endif
 }
 template <int N>
@@ -150,7 +170,8 @@ ONECAT_DEVICE void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;"
 // XL1 (a diagnostic, outputs wrong): every step stages the x of the split's first step, so after it x comes from
 // L1, not L2: the time it saves is what x's L2 traffic costs (every block reads its rows' x whole, 64 x K x 2
 // bytes: at M 64 gate_up's 224 blocks read 117 MB of x from L2 beside 66 MB of W).
-template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0>
+template <int NS, int PDW, int PF, bool GLU, bool NORM = false, int BPS = 1, bool XL1 = false, int DIAG = 0,
+          bool XB = false>
 __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, const unsigned char* __restrict__ q,
                         const unsigned char* __restrict__ meta, const __half* __restrict__ bias,
                         float* __restrict__ ws, unsigned* __restrict__ counters, int M, int N, int K,
@@ -167,6 +188,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   static_assert(NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
+  __shared__ __align__(8) unsigned long long xfull[XB ? NS : 1];  // XB: stage s's bulk copy landed
 
   block_trace(tr, 0);
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5, g = lane >> 2, qd = lane & 3;
@@ -176,13 +198,28 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);
   // stage of step st: (st - s_begin) % NS; barriers FULL 1 + s (x staged), EMPTY 1 + NS + s (its MMAs done)
 
+  if constexpr (XB) {
+    if (t == 0)
+      for (int s = 0; s < NS; ++s) mbar_init((unsigned)__cvta_generic_to_shared(&xfull[s]), 1);
+    __syncthreads();
+  }
+
   float acc[2][NT / 2];
 #pragma unroll
   for (int T = 0; T < 2; ++T)
 #pragma unroll
     for (int i = 0; i < NT / 2; ++i) acc[T][i] = 0.f;
 
-  if (warp >= 4) {  // producer warp pw: every row of x for the steps st = s_begin + pw (mod P)
+  if (XB && warp >= 4) {  // warp 4 takes each stage back (EMPTY) and has lane 0 copy the step's x into it
+    pdl_wait();
+    for (int st = s_begin; warp == 4 && st < s_end; ++st) {
+      const int stage = (st - s_begin) % NS;
+      if (st - s_begin >= NS) bar_sync(1 + NS + stage, SYNC);  // the MMAs of step st - NS are done
+      if (lane == 0)
+        bulk_stage(sbase + stage * STAGE, reinterpret_cast<const unsigned char*>(x) +
+                   ((i64)blockIdx.y * nsteps + st) * STAGE, STAGE, (unsigned)__cvta_generic_to_shared(&xfull[stage]));
+    }
+  } else if (warp >= 4) {  // producer warp pw: every row of x for the steps st = s_begin + pw (mod P)
     const int pw = warp - 4;
     // lane (g, j = qd) loads pieces j of the 4 chunks of its row: 64 bytes of a row per 4 lanes, 8 lines per
     // load instruction (16 with a lane per chunk: s24, 8% slower on gate_up)
@@ -325,7 +362,10 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
               qc[i][0] = __hmul2(d, h2c(-1024.f));
               qc[i][1] = __hmul2(d, h2c(-64.f));
             }
-          if (!(DIAG & 4)) bar_sync(1 + stage, SYNC);  // x of step st staged
+          if constexpr (XB)
+            mbar_wait((unsigned)__cvta_generic_to_shared(&xfull[stage]), ((st - s_begin) / NS) & 1);
+          else if (!(DIAG & 4))
+            bar_sync(1 + stage, SYNC);  // x of step st staged
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             wg_wait<1>();  // the group that last used these A registers (two back) is done
@@ -404,3 +444,7 @@ GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, RowNorm{
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_qd, false, false, 2, 1, 2, false, 16, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 2, 1, 2, false, 23, RowNorm{}, NormOut{}, nullptr, )
+// w64b2 with x's stages by bulk copies (XB; not routed): `x` is gemm_ops.wg_x_stages(x), the same bits as w64b2 (plain
+// entry only: a second caller of the GLU epilogue changes how ptxas schedules the routed w64b2_glu)
+#define WG_XB 0, true  // DIAG 0, XB (template arguments through the entry macro's DIAG)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_xb, false, false, 2, 1, 2, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )

@@ -444,11 +444,11 @@ def test_register_direct_rope(kind, kv):
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 @pytest.mark.parametrize("tile", ["w64", "w64b2"])
 def test_wgmma_tile(tile):
-    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows past
-    M read row M - 1), N not a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias, splits incl.
-    uneven (w64 bit-equal to w64b2: their split-K merges batch their loads differently, in the same order); the GLU
-    entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under CUDA-graph
-    replay."""
+    """gemm_wg_q4_0_w64 (and w64b2, its two-per-SM form) against the float reference: 33..64 rows (ragged: rows
+    past M read row M - 1), N not a multiple of the 128-feature tile nor of 8, K from one step to 4096, bias,
+    splits incl. uneven (w64 bit-equal to w64b2: their split-K merges batch their loads differently, in the same
+    order); the GLU entry bit-equal to the tile then silu_and_mul; the route (gate_up-sized, 48 rows: w64b2) under
+    CUDA-graph replay."""
     for m, n, k, bias in ((33, 200, 128, True), (64, 4096, 4096, False), (48, 1032, 1280, True),
                           (40, 16448, 1024, False), (57, 83, 768, False)):
         x, w, b = gpu_inputs("q4_0", m, n, k, bias, SEED + m + n)
@@ -590,13 +590,12 @@ def test_wgmma_bulk_x_stages(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 def test_wgmma_traced():
-    """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py; w64, w64b2) give the route entries' output bit for
-    bit, unsplit and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count
-    only when split)."""
+    """The wgmma tiles' _trace entries (tools/gpu/gemm_trace.py) give the route entries' output bit for bit, unsplit
+    and split-K, at 64 and at ragged rows; every block records entry <= each point <= end (the count only when
+    split)."""
     for m in (64, 37):
         x, w, b = gpu_inputs("q4_0", m, 6144, 4096, True, SEED + m)
-        for tile in gemm_ops._WG_TRACE:  # (w64, w64b2)
-            t = gemm_ops.WG_TILES[tile]
+        for tile, t in gemm_ops.WG_TILES.items():
             for splits in (1, 4):
                 tr = torch.zeros(4096, 16, dtype=torch.int64, device="cuda")
                 want = gemm_ops.gemm_launch(x, w, b, tile, splits)

@@ -180,13 +180,12 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     sm90, usage = _sass("gemm_wg.cu", str(tmp_path), 90), compiled("gemm_wg.cu", 90).usage
     assert set(sm90) == names
     for name, body in sm90.items():
-        w_load = "LDG.E.LTC128B.128"
         suffix = name.rsplit("_", 1)[1]  # the diagnostics: no W / x loads by design
         diag = suffix if suffix in gemm_ops.WG_DIAG else ""
         assert "HGMMA.64x64x16.F32" in body, name
         x_load = "LDG.E.128.CONSTANT"  # (x by __ldg; the split-K merge's partials are LDG.E.128.STRONG.GPU)
         bulk = name.endswith("_xb")  # x's stages by a bulk copy on an mbarrier, not loaded by the producer warps
-        assert (w_load in body) != ("w" in diag) and (x_load in body) != ("x" in diag or bulk), name
+        assert ("LDG.E.LTC128B.128" in body) != ("w" in diag) and (x_load in body) != ("x" in diag or bulk), name
         assert ("UBLKCP" in body and "SYNCS.PHASECHK" in body) == bulk, name
         assert 192 * usage[name]["registers"] <= 65536, (name, usage[name])
     # ptxas serializes a function's wgmma when other instructions write their input registers inside the pipeline:

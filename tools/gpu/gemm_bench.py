@@ -29,7 +29,7 @@ import time
 import torch
 
 from onecat.kernels import cuda_ops, gemm_ops, ops
-from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
+from onecat.kernels.bench import ROTATE_BYTES, packed_gpu_sets, time_sets
 
 SHAPES = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)]  # qkv, o, gate+up, down
 SPLITS = (1, 2, 4, 8, 16)  # 16: beyond the route's cap of 8 (gemm_shape), to see whether more blocks per SM pay
@@ -98,9 +98,8 @@ def main() -> int:
     for fmt in args.formats.split(","):
         for n, k in shapes:
             glu = args.glu and bool(tiles) and n == 28672  # (the default variants include tiles with no GLU entry)
-            first = packed_gpu(n, k, fmt, gen)
-            nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
-            ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
+            ws = packed_gpu_sets(n, k, fmt, gen)
+            first, nsets = ws[0], len(ws)
             tws = [gemm_ops.tile_q4_0(w) for w in ws] if args.tiled and fmt == "q4_0" else None
             sub = first.select_rows(slice(0, 256))
             wsub = sub.dequantize(torch.float64)

@@ -14,13 +14,12 @@ behind a queued sleep, weight sets rotated past 160 MB so W comes from HBM); med
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 
 import torch
 
 from onecat.kernels import gemm_ops
-from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
+from onecat.kernels.bench import packed_gpu_sets, time_sets
 
 # llama3-8b's matrices on the tiles and splits the route gives them at M 64 (H100 / H200, s43-s46)
 CASES = [("gate_up", 28672, 4096, "w64b2", 1), ("down", 4096, 14336, "w64", 4),
@@ -47,9 +46,8 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     rows = []
     for name, n, k, tile, splits in CASES:
-        first = packed_gpu(n, k, "q4_0", gen)
-        nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
-        ws = [first] + [packed_gpu(n, k, "q4_0", gen) for _ in range(nsets - 1)]
+        ws = packed_gpu_sets(n, k, "q4_0", gen)
+        first, nsets = ws[0], len(ws)
         for m in (int(v) for v in args.m.split(",")):
             xs = [torch.randn(m, k, device="cuda", generator=gen).half() for _ in range(nsets)]
             route, xl1 = [], []

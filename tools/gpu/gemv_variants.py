@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 
 import torch
 
 from onecat.kernels import cuda_ops
-from onecat.kernels.bench import (GEMV_FORMATS, LLAMA3_8B_GEMV, ROTATE_BYTES, copy_bandwidth,
-                                  packed_gpu, time_sets)
+from onecat.kernels.bench import GEMV_FORMATS, LLAMA3_8B_GEMV, copy_bandwidth, packed_gpu_sets, time_sets
 
 SMOLLM2_GEMV = [(960, 576), (3072, 576), (576, 576), (576, 1536), (49152, 576)]  # qkv, gate_up, o, down, LM head
 
@@ -44,9 +42,8 @@ def main() -> int:
     rows = []
     for fmt in args.formats.split(","):
         for n, k in shapes:
-            first = packed_gpu(n, k, fmt, gen)
-            nsets = max(1, min(32, math.ceil(ROTATE_BYTES / first.nbytes)))
-            ws = [first] + [packed_gpu(n, k, fmt, gen) for _ in range(nsets - 1)]
+            ws = packed_gpu_sets(n, k, fmt, gen, max_sets=32)
+            first, nsets = ws[0], len(ws)
             xs = [torch.randn(1, k, device="cuda", generator=gen).half() for _ in range(nsets)]
             sub = ws[0].select_rows(slice(0, 256))
             want = xs[0].double().cpu() @ sub.dequantize(torch.float64).cpu().t()

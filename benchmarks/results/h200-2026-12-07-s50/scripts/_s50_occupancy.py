@@ -3,7 +3,8 @@ half the dequantization) go faster per tile with more consumer warpgroups an SM?
 the entry also runs in 128 threads, where its 168 registers allow three blocks an SM instead of two; a 150 KB dynamic
 shared-memory request holds it to one. M 64, K 4096, N 101,376 (792 tiles of 128: 3 waves at two an SM, 2 at three,
 6 at one). us per launch (CUDA events, median of 20) and SM-us per tile (us x SMs / tiles: the SM time a tile costs
-at that occupancy). From the repo root."""
+at that occupancy). From the repo root. Ran at b16c89d: the dynamic shared memory it launches with (GemmTile.smem,
+driver.Kernel's smem_max) left the tree with the ring tiles it was added for."""
 import statistics
 
 import torch

@@ -2,19 +2,17 @@
 route, gate_up 28672 x 4096 plain at M 64 / 48, one split; bit-equal first. Timed as gemm_bench times (CUDA events
 behind a queued sleep, weight sets rotated past 160 MB), alternated in rounds. The stages are built outside the timing:
 in a route the kernel writing x would write them. From the repo root."""
-import math
 import statistics
 
 import torch
 
 from onecat.kernels import gemm_ops
-from onecat.kernels.bench import ROTATE_BYTES, packed_gpu, time_sets
+from onecat.kernels.bench import packed_gpu_sets, time_sets
 
 gen = torch.Generator(device="cuda").manual_seed(0)
 n, k = 28672, 4096
-first = packed_gpu(n, k, "q4_0", gen)
-nsets = max(1, min(16, math.ceil(ROTATE_BYTES / first.nbytes)))
-ws = [first] + [packed_gpu(n, k, "q4_0", gen) for _ in range(nsets - 1)]
+ws = packed_gpu_sets(n, k, "q4_0", gen)
+nsets = len(ws)
 route = gemm_ops._WG["w64b2"]
 
 

@@ -346,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--onecat-scheduling", choices=["async", "sync"], default=None,
                     help="onecat's scheduler.async_scheduling (default: the engine's, asynchronous)")
     ap.add_argument("--kv", choices=sorted(KV_TYPES), default="fp16",
-                    help="the KV cache on both sides: fp16 (each engine's default), or 8bit (onecat E4M3, llama.cpp q8_0)")
+                    help="the KV cache on both sides: fp16 (each engine's default), or 8bit (onecat E4M3, "
+                    "llama.cpp q8_0)")
     ap.add_argument("--prompt-len", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3, help="onecat and HF repeats (median/min/max)")

@@ -294,6 +294,14 @@ def packed_gpu(n: int, k: int, kind: str, gen: torch.Generator, scale: float = 0
     return PackedWeight(kind, (n, k), q.contiguous(), meta.contiguous(), qh, g)
 
 
+def packed_gpu_sets(n: int, k: int, kind: str, gen: torch.Generator, max_sets: int = 16) -> list:
+    """packed_gpu weights enough to rotate past ROTATE_BYTES (at most max_sets), so that a timed call reads its
+    weights from memory, not from the L2 the call before filled."""
+    first = packed_gpu(n, k, kind, gen)
+    nsets = max(1, min(max_sets, math.ceil(ROTATE_BYTES / first.nbytes)))
+    return [first] + [packed_gpu(n, k, kind, gen) for _ in range(nsets - 1)]
+
+
 def time_stream(fn: Callable[[int], object], nsets: int, calls: int = 20, reps: int = 5) -> list[float]:
     """Per-call device time (us) of `calls` back-to-back launches (one event pair around them)."""
     for i in range(3):

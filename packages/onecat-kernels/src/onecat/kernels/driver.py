@@ -20,7 +20,6 @@ from . import build
 
 _SLOT = {"p": "Q", "i": "i4x", "I": "I4x", "q": "q", "f": "f4x"}  # 8-byte slot per argument
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, 4 bytes of padding, a 64-byte union
@@ -106,12 +105,10 @@ class Kernel:
     p pointer (tensor or int address, 0 for null), i int32, I uint32, q int64, f float32.
     `pdl`: the kernel follows common.cuh's programmatic-dependent-launch rule (reads nothing a
     kernel writes before pdl_wait()); on sm_90+ it is launched with the attribute that lets it start
-    while the previous kernel finishes (pdl_enabled). `smem_max`: the dynamic shared memory bytes it may be
-    launched with past the default 48 KB (set on the function when it loads)."""
+    while the previous kernel finishes (pdl_enabled)."""
 
-    def __init__(self, source: str, name: str, signature: str, pdl: bool = False, smem_max: int = 0):
+    def __init__(self, source: str, name: str, signature: str, pdl: bool = False):
         self.source, self.name, self.signature, self.pdl = source, name, signature, pdl
-        self.smem_max = smem_max
         if pdl:  # cuLaunchKernelEx's config, its one attribute kept alive beside it
             self._attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
             self._config = _LaunchConfig(attrs=ctypes.pointer(self._attr), num_attrs=1)
@@ -128,9 +125,6 @@ class Kernel:
             fn = ctypes.c_void_p()
             _check(libcuda().cuModuleGetFunction(ctypes.byref(fn), mod, self.name.encode()),
                    f"cuModuleGetFunction({self.name})")
-            if self.smem_max > 48 * 1024:
-                _check(libcuda().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                    self.smem_max), f"cuFuncSetAttribute({self.name}, {self.smem_max})")
             self._fn[device] = fn
         return fn
 

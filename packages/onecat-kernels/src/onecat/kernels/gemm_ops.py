@@ -31,7 +31,6 @@ class GemmTile(NamedTuple):
     stages: int  # shared-memory stages
     bk: int = 64  # K per step (two 32-weight chunks per W row; 128: four)
     threads: int = 128  # 4 warps (2 x 2); 256: 8 warps (2 x 4)
-    smem: int = 0  # dynamic shared memory bytes a block is launched with
 
 
 # GEMM_MIN_ROWS.. rows on packed weights (csrc/gemm_packed.cu)
@@ -183,10 +182,10 @@ def wg_x_stages(x: torch.Tensor) -> torch.Tensor:
 
 
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
-_WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in ("w64", "w64b2")}
+_WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in WG_TILES}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step
 # stages the x of the split's first step, so x comes from L1 after it; outputs wrong unless a split has one step
-WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for t in ("w64", "w64b2")}
+WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for t in WG_TILES}
 
 
 class NormIn(NamedTuple):
@@ -281,8 +280,7 @@ def gemm_slots(kind: str, device: torch.device) -> tuple[int, dict[str, int]]:
         n = ctypes.c_int()
         with torch.cuda.device(idx):
             fn = kern.function(idx)  # compiles / loads the module once
-            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads,
-                                                                         _tile(tile).smem)
+            res = libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, _tile(tile).threads, 0)
         resident[tile] = n.value if res == 0 and n.value > 0 else GEMM_V100_RESIDENT.get(tile, 2)
     return sms, resident
 
@@ -321,7 +319,7 @@ def gemm_shape(m: int, n: int, k: int, sms: int, resident: dict[str, int] | None
             tile = "w64"
         blocks = -(-n // _tile(tile).bn) * -(-m // _tile(tile).bm)
         if tile == "w64" and res.get("w64b2") and blocks > sms * res["w64"]:  # past one wave at one per SM
-            tile = "w64b2"  # (the same tile shape: its splits come out 1)
+            tile = "w64b2"  # (the same tile shape: its splits below come out 1)
         slots = sms * res.get(tile, 2)
         cap = RD_LONG_K_SPLITS if long_k else RD_MAX_SPLITS
         return tile, max(1, min(cap, (k // _tile(tile).bk) // 4, slots // blocks))
@@ -432,14 +430,14 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         if norm is not None:
             extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr())
         if trace is not None:
-            if tile not in RD_TILES and tile not in _WG_TRACE or tiled or weight.kind != "q4_0":
+            if tile not in RD_TILES and tile not in WG_TILES or tiled or weight.kind != "q4_0":
                 raise ValueError(f"packed GEMM trace: only the register-direct and wgmma q4_0 tiles "
-                                 f"{sorted(RD_TILES) + sorted(_WG_TRACE)} have one")
+                                 f"{sorted(RD_TILES) + sorted(WG_TILES)} have one")
             kern = _RD_TRACE[tile] if tile in RD_TILES else _WG_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
         _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, *extra, device=x.device, smem=t.smem)
+                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
     return (out, res_out, ss) if norm is not None else out
 
 

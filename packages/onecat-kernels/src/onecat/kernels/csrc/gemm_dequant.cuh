@@ -27,10 +27,10 @@ ONECAT_DEVICE void q4_0_word(unsigned v, __half2 d, unsigned magic, unsigned (&p
   p[3] = h2u(__hmul2(__hfma2(u2h(lop_or_reg(v2, 0x00F000F0u, magic)), shi, nhi), d));
 }
 
-// q4_0_word's weights without their -8 d offset, q x d, in one HFMA2 a pair instead of two instructions (s50; gemm_wg.cu's
-// DIAG bit 4 times it): low nibbles as (1024 + q) d + c_lo with c_lo = -1024 d, high ones under magic 0x5400 as
-// (64 + q) d + c_hi with c_hi = -64 d; each product is exact before the one rounding. A GEMM on it owes the
-// -8 d x (sum of the block's x) term elsewhere.
+// q4_0_word's weights without their -8 d offset, q x d, in one HFMA2 a pair instead of two instructions (s50;
+// gemm_wg.cu's DIAG bit 4 times it): low nibbles as (1024 + q) d + c_lo with c_lo = -1024 d, high ones under magic
+// 0x5400 as (64 + q) d + c_hi with c_hi = -64 d; each product is exact before the one rounding. A GEMM on it owes
+// the -8 d x (sum of the block's x) term elsewhere.
 ONECAT_DEVICE void q4_0_word_qd(unsigned v, __half2 d, __half2 c_lo, __half2 c_hi, unsigned magic_lo, unsigned magic_hi,
                                 unsigned (&p)[4]) {
   const unsigned v2 = v >> 8;

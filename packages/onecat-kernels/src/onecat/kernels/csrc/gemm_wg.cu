@@ -313,7 +313,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
       }
     };
     // word j of the step (slices 2j, 2j + 1): A of both tiles, then 2 x 2 wgmma as one group
-    unsigned a[2][2][2][4];  // [group % 2][tile][slice][a0..a3]
+    unsigned a[2][2][2][4];  // [group parity][tile][slice][a0..a3]
     __half2 qc[(DIAG & 16) ? 4 : 1][2];  // DIAG bit 4: a step's -1024 d / -64 d a row (q4_0_word_qd)
     auto group = [&](const Regs& r, int stage, int j) {
       unsigned (&ag)[2][2][4] = a[j & 1];
@@ -414,37 +414,37 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
 // _xl1 entries (not routed; tools/gpu/gemm_xl1.py): the XL1 diagnostic above, plain outputs' signature.
 // common.cuh block_trace by thread 0 (a consumer) at 0 entry, 1 W's first steps out and the wait passed, 2 the first
 // step's MMAs issued (w64 only), 3 the K loop's MMAs done, 4 the tile or split-K partial stored, 5 the count resolved, 6 end.
-#define GEMM_WG_ENTRY(NAME, GLU, NORM, NS, PDW, BPS, XL1, DIAG, RN, NO, TR, ...)                           \
+#define GEMM_WG_ENTRY(NAME, GLU, NORM, PDW, BPS, XL1, DIAG, RN, NO, TR, ...)                               \
   extern "C" __global__ void __launch_bounds__(192, BPS) NAME(                                            \
       __half* out, const __half* x, const unsigned char* q, const unsigned char* qh,                      \
       const unsigned char* meta, const __half* bias, float* ws, unsigned* counters, int M, int N,         \
       int K, int gchunks, int steps_per_split __VA_ARGS__) {                                              \
-    gemm_wg<NS, PDW, 128, GLU, NORM, BPS, XL1, DIAG>(out, x, q, meta, bias, ws, counters, M, N, K,          \
-                                                     steps_per_split, RN, NO, TR);                        \
+    gemm_wg<2, PDW, 128, GLU, NORM, BPS, XL1, DIAG>(out, x, q, meta, bias, ws, counters, M, N, K,           \
+                                                    steps_per_split, RN, NO, TR);                         \
     block_trace(TR, 6);                                                                                   \
   }
 #define GEMM_WG_KINDS(T, PDW, BPS)                                                                          \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, 2, PDW, BPS, false, 0, RowNorm{}, NormOut{}, nullptr, )           \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, 2, PDW, BPS, false, 0, GEMM_RN_ARGS, NormOut{}, nullptr,     \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T, false, false, PDW, BPS, false, 0, RowNorm{}, NormOut{}, nullptr, )           \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_glu, true, false, PDW, BPS, false, 0, GEMM_RN_ARGS, NormOut{}, nullptr,     \
                 GEMM_RN_PARAMS)                                                                              \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, 2, PDW, BPS, false, 0, RowNorm{}, GEMM_NORM_ARGS,           \
-                nullptr, GEMM_NORM_PARAMS)                                                                   \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, 2, PDW, BPS, false, 0, RowNorm{}, NormOut{}, trace,       \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_norm, false, true, PDW, BPS, false, 0, RowNorm{}, GEMM_NORM_ARGS, nullptr,  \
+                GEMM_NORM_PARAMS)                                                                            \
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_trace, false, false, PDW, BPS, false, 0, RowNorm{}, NormOut{}, trace,       \
                 , unsigned long long* trace)                                                                 \
-  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, 2, PDW, BPS, true, 0, RowNorm{}, NormOut{}, nullptr, )
+  GEMM_WG_ENTRY(gemm_wg_q4_0_##T##_xl1, false, false, PDW, BPS, true, 0, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_KINDS(w64, 3, 1)
 GEMM_WG_KINDS(w64b2, 1, 2)
 // w64b2's diagnostics (not routed; outputs wrong by design): _nw no W loads, _nx no x staging, _nwx neither, _nwxb
 // neither and no stage barriers, _nwxbh that with half the dequantization, _qd / _nwxbq the route / _nwxb with
 // q4_0_word_qd
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 2, 1, 2, false, 1, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 2, 1, 2, false, 2, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 2, 1, 2, false, 3, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 2, 1, 2, false, 7, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 2, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_qd, false, false, 2, 1, 2, false, 16, RowNorm{}, NormOut{}, nullptr, )
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 2, 1, 2, false, 23, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nw, false, false, 1, 2, false, 1, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nx, false, false, 1, 2, false, 2, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwx, false, false, 1, 2, false, 3, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 1, 2, false, 7, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_qd, false, false, 1, 2, false, 16, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 1, 2, false, 23, RowNorm{}, NormOut{}, nullptr, )
 // w64b2 with x's stages by bulk copies (XB; not routed): `x` is gemm_ops.wg_x_stages(x), the same bits as w64b2 (plain
 // entry only: a second caller of the GLU epilogue changes how ptxas schedules the routed w64b2_glu)
 #define WG_XB 0, true  // DIAG 0, XB (template arguments through the entry macro's DIAG)
-GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_xb, false, false, 2, 1, 2, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_xb, false, false, 1, 2, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )

@@ -65,14 +65,21 @@ def kernel(mode: str, n: int, swz: int, dq: int, da: bool = False) -> tuple[str,
               "0x2C002C00u ^ (threadIdx.x & 1);")
     a_arg = f"a[{'j' if da else '0'}][s]" if mode == "rs" else "desc(sbase + (swz ? 32 : 2048) * s, swz)"
     dq_src = ""
-    if dq:  # per group, A registers (then the sink) rebuilt from a changing word as q4_0_word does
+    if dq:  # per group, A registers (then the sink) rebuilt as q4_0_word does: 4 pairs a word, each word its own
+        # (s51: before, pairs 8.. repeated pairs 0..7's words and masks, so ptxas merged them: dq 16 / 24 / 32 rows
+        # rebuilt 8 distinct pairs a group, half of gemm_wg.cu's 16)
         lines = ["\n    v = v * 1664525u + 1013904223u;"]
         n_a = 8 * na if mode == "rs" else 0
         for i in range(dq):
-            mask = "0x00F000F0u" if (i // 4) % 2 else "0x000F000Fu"
+            k, e = divmod(i, 4)
+            if e == 0:
+                lines.append(f"    const unsigned w{k} = v ^ {0x9E3779B9 * (k + 1) & 0xFFFFFFFF:#010x}u, "
+                             f"w{k}h = w{k} >> 8;")
+            src_w = f"w{k}" if e < 2 else f"w{k}h"
+            mask, mul, add = ("0x00F000F0u", "shi", "nhi") if e % 2 else ("0x000F000Fu", "one", "nlo")
             dst = f"a[{i // 8}][{i // 4 % 2}][{i % 4}] = h2u(h);" if i < n_a else "sink ^= h2u(h);"
-            lines.append(f"    {{ const unsigned w = lop(v >> {8 * (i % 4)}, {mask}, magic); "
-                         f"__half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), one, nlo); "
+            lines.append(f"    {{ const unsigned w = lop({src_w}, {mask}, magic); "
+                         f"__half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), {mul}, {add}); "
                          f"h = __hmul2(h, dd); {dst} }}")
         dq_src = "\n".join(lines)
     src = f"""
@@ -88,7 +95,8 @@ extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* 
   {a_decl}
   unsigned v = threadIdx.x, magic = 0x64006400u, sink = 0;
   asm volatile("" : "+r"(magic));
-  const __half2 one = __float2half2_rn(1.f), nlo = __float2half2_rn(-1032.f), dd = __float2half2_rn(0.01f);
+  const __half2 one = __float2half2_rn(1.f), nlo = __float2half2_rn(-1032.f), dd = __float2half2_rn(0.01f),
+               shi = __float2half2_rn(0.0625f), nhi = __float2half2_rn(-72.f);
   const long long t0 = clock64();
   for (int it = 0; it < iters; ++it) {{{dq_src}
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");

@@ -53,35 +53,46 @@ def mma_fn(mode: str, n: int) -> str:
             f'    : {outs} : {ins} : "memory");\n}}\n')
 
 
-def kernel(mode: str, n: int, swz: int, dq: int, da: bool = False) -> tuple[str, str]:
+def kernel(mode: str, n: int, swz: int, dq: int, da: bool = False, gs: int = 1) -> tuple[str, str]:
     """dq: q4_0-like rebuilds (LOP3, HFMA2, HMUL2: one FP16 pair each) a group; they write the A registers first (RS),
     the rest go into a sink kept live to the end. da (RS N 64): each accumulator its own A registers, as gemm_wg.cu's
-    two tiles (16 A registers a group instead of 8)."""
+    two tiles (16 A registers a group instead of 8). gs: groups a loop iteration, all rebuilt from that iteration's
+    word (gs 4: gemm_wg.cu's step of 4 groups from one W load, where ptxas may compute a later group's A early)."""
     nacc = 2 if (mode, n) == ("rs", 64) else 256 // n  # 128 accumulator registers a thread (RS N 64: 64, as
     # gemm_wg.cu's two tiles; with 4, ptxas serializes the wgmma for want of registers, C7512)
     na = nacc if da else 1
-    name = f"k_{mode}{n}_s{swz}{f'_dq{dq}' if dq else ''}{'_da' if da else ''}"
+    name = f"k_{mode}{n}_s{swz}{f'_dq{dq}' if dq else ''}{'_da' if da else ''}{f'_g{gs}' if gs > 1 else ''}"
     a_decl = (f"unsigned a[{na}][2][4];\n  for (int i = 0; i < {8 * na}; ++i) a[i / 8][i / 4 % 2][i % 4] = "
               "0x2C002C00u ^ (threadIdx.x & 1);")
     a_arg = f"a[{'j' if da else '0'}][s]" if mode == "rs" else "desc(sbase + (swz ? 32 : 2048) * s, swz)"
-    dq_src = ""
-    if dq:  # per group, A registers (then the sink) rebuilt as q4_0_word does: 4 pairs a word, each word its own
-        # (s51: before, pairs 8.. repeated pairs 0..7's words and masks, so ptxas merged them: dq 16 / 24 / 32 rows
-        # rebuilt 8 distinct pairs a group, half of gemm_wg.cu's 16)
-        lines = ["\n    v = v * 1664525u + 1013904223u;"]
+    def rebuilds(grp: int) -> list[str]:  # per group, A registers (then the sink) rebuilt as q4_0_word does: 4 pairs
+        # a word, each word its own (s51: before, pairs 8.. repeated pairs 0..7's words and masks, so ptxas merged
+        # them: dq 16 / 24 / 32 rows rebuilt 8 distinct pairs a group, half of gemm_wg.cu's 16)
+        lines = []
         n_a = 8 * na if mode == "rs" else 0
         for i in range(dq):
             k, e = divmod(i, 4)
+            w = f"w{grp}_{k}"
             if e == 0:
-                lines.append(f"    const unsigned w{k} = v ^ {0x9E3779B9 * (k + 1) & 0xFFFFFFFF:#010x}u, "
-                             f"w{k}h = w{k} >> 8;")
-            src_w = f"w{k}" if e < 2 else f"w{k}h"
+                lines.append(f"    const unsigned {w} = v ^ {0x9E3779B9 * (k + 1 + 8 * grp) & 0xFFFFFFFF:#010x}u, "
+                             f"{w}h = {w} >> 8;")
             mask, mul, add = ("0x00F000F0u", "shi", "nhi") if e % 2 else ("0x000F000Fu", "one", "nlo")
             dst = f"a[{i // 8}][{i // 4 % 2}][{i % 4}] = h2u(h);" if i < n_a else "sink ^= h2u(h);"
-            lines.append(f"    {{ const unsigned w = lop({src_w}, {mask}, magic); "
+            lines.append(f"    {{ const unsigned w = lop({w if e < 2 else w + 'h'}, {mask}, magic); "
                          f"__half2 h = __hfma2(*reinterpret_cast<const __half2*>(&w), {mul}, {add}); "
                          f"h = __hmul2(h, dd); {dst} }}")
-        dq_src = "\n".join(lines)
+        return lines
+
+    group = f"""
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int j = 0; j < {nacc}; ++j) mma_{mode}{n}(d[j], {a_arg}, desc(sbase + 8192 + (swz ? 32 : 8192) * s, swz));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");"""
+    body = ("\n    v = v * 1664525u + 1013904223u;" if dq else "") + "".join(
+        "\n" + "\n".join(rebuilds(grp)) + group for grp in range(gs))
     src = f"""
 extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* clk, int iters) {{
   __shared__ __align__(1024) unsigned char smem[8192 + 32768];  // A: 8 KB, B: 32 KB (N 256 at 128-byte swizzle)
@@ -98,14 +109,7 @@ extern "C" __global__ void __launch_bounds__(128) {name}(float* out, long long* 
   const __half2 one = __float2half2_rn(1.f), nlo = __float2half2_rn(-1032.f), dd = __float2half2_rn(0.01f),
                shi = __float2half2_rn(0.0625f), nhi = __float2half2_rn(-72.f);
   const long long t0 = clock64();
-  for (int it = 0; it < iters; ++it) {{{dq_src}
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int j = 0; j < {nacc}; ++j) mma_{mode}{n}(d[j], {a_arg}, desc(sbase + 8192 + (swz ? 32 : 8192) * s, swz));
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  for (int it = 0; it < iters; it += {gs}) {{{body}
   }}
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   const long long t1 = clock64();
@@ -127,7 +131,9 @@ CASES = [("rs", 64, 0, 0), ("rs", 128, 0, 0), ("rs", 256, 0, 0),
 # weights-as-N tile that dequantizes into shared memory would (before its stores).
 ALU_CASES = [("rs", 64, 0, 0, True), ("rs", 64, 0, 8, True), ("rs", 64, 0, 16, True), ("rs", 64, 0, 24, True),
              ("ss", 256, 0, 0), ("ss", 256, 0, 16), ("ss", 256, 0, 32), ("ss", 64, 0, 32),
-             ("ss", 256, 1, 32)]
+             ("ss", 256, 1, 32),
+             # s51: gemm_wg.cu's step shape, 4 groups from one word (its _nwxb issues ~81 instructions a group)
+             ("rs", 64, 0, 16, True, 4), ("rs", 64, 0, 24, True, 4)]
 
 
 def main() -> int:
@@ -138,7 +144,7 @@ def main() -> int:
     a = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    cases = [(*c, False) if len(c) == 4 else c for c in (CASES if a.set == "all" else ALU_CASES)]
+    cases = [(*c, False, 1)[:6] if len(c) == 4 else (*c, 1)[:6] for c in (CASES if a.set == "all" else ALU_CASES)]
     fns = {c[0] + str(c[1]): mma_fn(c[0], c[1]) for c in cases}
     kerns = [kernel(*c) for c in cases]
     src = HEAD + "".join(fns.values()) + "".join(s for _, s in kerns)
@@ -149,7 +155,7 @@ def main() -> int:
     _, compiled = driver.load_module(path, 0)
     out = torch.zeros(1, device="cuda")
     rows = []
-    for (mode, n, swz, dq, da), (name, _) in zip(cases, kerns):
+    for (mode, n, swz, dq, da, gs), (name, _) in zip(cases, kerns):
         usage = compiled.usage.get(name, {})
         k = driver.Kernel(path, name, "ppi")
         for bps in (1, 2, 3):
@@ -172,16 +178,17 @@ def main() -> int:
             fma_block = a.iters * 2 * (2 if (mode, n) == ("rs", 64) else 256 // n) * 64 * n * 16
             tflops = 2 * fma_block * sms * bps / best[0] / 1e12
             fma_clk = fma_block * bps / cyc  # per SM: the blocks of an SM run together
-            rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "da": da, "blocks_per_sm": bps,
+            rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "da": da, "groups_an_iteration": gs,
+                         "blocks_per_sm": bps,
                          "registers": usage.get("registers"), "tflops": tflops, "block_clocks": cyc,
                          "fma_per_clk_sm_if_side_by_side": fma_clk})
     print(f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs); wgmma m64nNk16 f16 -> f32, 2 k16 slices x "
           f"256/N accumulators a group, wait_group 1; {a.iters} groups a block")
-    print("| A | N | swizzle | rebuilds a group | A per tile | blocks/SM | regs | TFLOP/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| A | N | swizzle | rebuilds a group | A per tile | groups an iteration | blocks/SM | regs | TFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {r['dequant'] or '-'} | {'yes' if r['da'] else '-'} | {r['blocks_per_sm']} "
-              f"| {r['registers']} | {r['tflops']:.0f} |")
+        print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {r['dequant'] or '-'} | {'yes' if r['da'] else '-'} "
+              f"| {r['groups_an_iteration']} | {r['blocks_per_sm']} | {r['registers']} | {r['tflops']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": props.name, "rows": rows}, f, indent=1)

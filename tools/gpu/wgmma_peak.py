@@ -153,6 +153,9 @@ def main() -> int:
         f.write(src)
     build.ARCH_FEATURES["wgmma_peak.cu"] = frozenset({90})  # sm_90a, as gemm_wg.cu
     _, compiled = driver.load_module(path, 0)
+    # ptxas serializes a kernel's wgmma when it must (C7510-C7514, in its log only): such a row is no tensor rate
+    serialized = {name for name, _ in kerns for line in compiled.log.splitlines()
+                  if "(C751" in line and f"'{name}'" in line}
     out = torch.zeros(1, device="cuda")
     rows = []
     for (mode, n, swz, dq, da, gs), (name, _) in zip(cases, kerns):
@@ -179,7 +182,7 @@ def main() -> int:
             tflops = 2 * fma_block * sms * bps / best[0] / 1e12
             fma_clk = fma_block * bps / cyc  # per SM: the blocks of an SM run together
             rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "da": da, "groups_an_iteration": gs,
-                         "blocks_per_sm": bps,
+                         "blocks_per_sm": bps, "serialized_by_ptxas": name in serialized,
                          "registers": usage.get("registers"), "tflops": tflops, "block_clocks": cyc,
                          "fma_per_clk_sm_if_side_by_side": fma_clk})
     print(f"{props.name} (sm_{props.major}{props.minor}, {sms} SMs); wgmma m64nNk16 f16 -> f32, 2 k16 slices x "
@@ -188,7 +191,8 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['mode']} | {r['n']} | {r['swizzle']} | {r['dequant'] or '-'} | {'yes' if r['da'] else '-'} "
-              f"| {r['groups_an_iteration']} | {r['blocks_per_sm']} | {r['registers']} | {r['tflops']:.0f} |")
+              f"| {r['groups_an_iteration']} | {r['blocks_per_sm']} | {r['registers']} | {r['tflops']:.0f}"
+              f"{' (wgmma serialized by ptxas)' if r['serialized_by_ptxas'] else ''} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": props.name, "rows": rows}, f, indent=1)

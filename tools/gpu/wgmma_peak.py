@@ -53,13 +53,18 @@ def mma_fn(mode: str, n: int) -> str:
             f'    : {outs} : {ins} : "memory");\n}}\n')
 
 
+def accumulators(mode: str, n: int) -> int:
+    """m64nNk16 accumulators a thread: 128 registers of them (RS N 64: two, gemm_wg.cu's two tiles; with 4, ptxas
+    serializes the wgmma for want of registers, C7512)."""
+    return 2 if (mode, n) == ("rs", 64) else 256 // n
+
+
 def kernel(mode: str, n: int, swz: int, dq: int, da: bool = False, gs: int = 1) -> tuple[str, str]:
     """dq: q4_0-like rebuilds (LOP3, HFMA2, HMUL2: one FP16 pair each) a group; they write the A registers first (RS),
     the rest go into a sink kept live to the end. da (RS N 64): each accumulator its own A registers, as gemm_wg.cu's
     two tiles (16 A registers a group instead of 8). gs: groups a loop iteration, all rebuilt from that iteration's
     word (gs 4: gemm_wg.cu's step of 4 groups from one W load, where ptxas may compute a later group's A early)."""
-    nacc = 2 if (mode, n) == ("rs", 64) else 256 // n  # 128 accumulator registers a thread (RS N 64: 64, as
-    # gemm_wg.cu's two tiles; with 4, ptxas serializes the wgmma for want of registers, C7512)
+    nacc = accumulators(mode, n)
     na = nacc if da else 1
     name = f"k_{mode}{n}_s{swz}{f'_dq{dq}' if dq else ''}{'_da' if da else ''}{f'_g{gs}' if gs > 1 else ''}"
     a_decl = (f"unsigned a[{na}][2][4];\n  for (int i = 0; i < {8 * na}; ++i) a[i / 8][i / 4 % 2][i % 4] = "
@@ -144,7 +149,7 @@ def main() -> int:
     a = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
-    cases = [(*c, False, 1)[:6] if len(c) == 4 else (*c, 1)[:6] for c in (CASES if a.set == "all" else ALU_CASES)]
+    cases = [c + (False, 1)[len(c) - 4:] for c in (CASES if a.set == "all" else ALU_CASES)]  # kernel()'s defaults
     fns = {c[0] + str(c[1]): mma_fn(c[0], c[1]) for c in cases}
     kerns = [kernel(*c) for c in cases]
     src = HEAD + "".join(fns.values()) + "".join(s for _, s in kerns)
@@ -178,7 +183,7 @@ def main() -> int:
                 if best is None or t < best[0]:
                     best = (t, float(clk.double().median()))
             cyc = best[1]
-            fma_block = a.iters * 2 * (2 if (mode, n) == ("rs", 64) else 256 // n) * 64 * n * 16
+            fma_block = a.iters * 2 * accumulators(mode, n) * 64 * n * 16
             tflops = 2 * fma_block * sms * bps / best[0] / 1e12
             fma_clk = fma_block * bps / cyc  # per SM: the blocks of an SM run together
             rows.append({"mode": mode, "n": n, "swizzle": swz, "dequant": dq, "da": da, "groups_an_iteration": gs,

@@ -4,7 +4,7 @@ from the formats' specs, round-trip properties, act-order g_idx, the GPTQ v1 zer
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from onecat.quant import int4, int4_ct
@@ -138,6 +138,7 @@ def test_awq_dequant_vs_slow_reference():
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.sampled_from([16, 32, 64]), st.floats(-8, 8))
+@example(340, 16, 0.0)  # a group of one sign (its max past the grid's end: q clamped)
 def test_awq_quantize_vs_slow_reference_and_roundtrip(seed, gs, log_mag):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(16, 64, generator=g) * 2.0**log_mag
@@ -148,7 +149,11 @@ def test_awq_quantize_vs_slow_reference_and_roundtrip(seed, gs, log_mag):
     assert np.array_equal(out["scales"].numpy(), s_ref)
     y = int4.awq_dequantize(out["qweight"], out["qzeros"], out["scales"], group_size=gs)
     s = out["scales"].float().repeat_interleave(gs, 0).t()
-    assert bool(((y - w).abs() <= s * (0.5 + 16 * 2.0**-11) + 1e-30).all())
+    z = int4.unpack_int32(out["qzeros"], 4, int4.AWQ_PACK_ORDER).float().repeat_interleave(gs, 0).t()
+    # within half a step of w on the grid's range [-z s, (15 - z) s]; past it (a group of one sign: z clamped to 0 or
+    # 15, seed 340 gs 16) the grid's end, as AWQ clamps q
+    target = torch.minimum(torch.maximum(w, -z * s), (15 - z) * s)
+    assert bool(((y - target).abs() <= s * (0.5 + 16 * 2.0**-11) + 1e-30).all())
     again = int4.awq_quantize(y, group_size=gs, scales=out["scales"],
                               zeros=int4.unpack_int32(out["qzeros"], 4, int4.AWQ_PACK_ORDER))
     assert all(torch.equal(again[k], out[k]) for k in out)

@@ -116,6 +116,15 @@ def test_launches(launches, monkeypatch):
     assert launches[1][2][13:16] == (launches[0][2][16], 256 // 128, 1e-5)
     assert launches[1][2][16:21] == tuple(t.data_ptr() for t in (b[7], b[13], b[9], b[11], b[12]))
     launches.clear()
+    monkeypatch.setattr(gemm_ops, "gemm_slots", lambda kind, device: (132, {"r16": 4, "r16w": 3, "r32": 3, "r32w": 2,
+                                                                            "w64": 1, "w64b2": 2}))
+    a = _glu_args(40, 256, 8192, 9216)  # gate_up past one wave of w64: w64b2, so o's epilogue writes its x stages
+    out, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    (n1, _, a1), (n2, g2, a2) = launches
+    assert out.shape == (40, 9216) and [n1, n2] == ["gemm_wg_q4_0_w64_norm", "gemm_wg_q4_0_w64b2_glu_xb"]
+    assert a1[0] == 0 and a1[17] != 0 and a2[1] == a1[17] and g2 == (2 * 9216 // 128, 1, 1)  # no row-major x~
+    assert a2[8:11] == (40, 18432, 256) and a2[13:] == (a1[16], 256 // 128, 1e-5)
+    launches.clear()
     a = _glu_args(5, 256, 512, 128, kind_in="q4_k")
     linear_norm_ops.linear_rms_norm_linear_gemm(*a)
     assert [c[0] for c in launches] == ["gemm_rd_q4_k_r16_norm", "gemm_rd_q4_0_r16_glu"]
@@ -189,6 +198,14 @@ def test_launch_checks(launches, monkeypatch):
     with pytest.raises(ValueError, match="norm epilogue: tile r32w, N=192"):  # a partial 128-wide tile
         gemm_ops.gemm_launch(x, random_packed(192, 512, "q4_0", torch.Generator().manual_seed(0)), None, "r32w", 1,
                              norm=gemm_ops.NormIn(res[:, :192], norm[:192]))
+    with pytest.raises(ValueError, match="norm epilogue: tile r32, N=192"):  # x stages: whole 128-wide steps
+        gemm_ops.gemm_launch(x, random_packed(192, 512, "q4_0", torch.Generator().manual_seed(0)), None, "r32", 1,
+                             norm=gemm_ops.NormIn(res[:, :192], norm[:192], True))
+    xs = gemm_ops.XStages.empty(32, 256, torch.device("cpu"))
+    with pytest.raises(ValueError, match="on x stages: tile r32"):  # the XB entries are w64b2's
+        gemm_ops.gemm_launch(xs, w2, None, "r32", 1, glu=True)
+    with pytest.raises(ValueError, match="on x stages: tile w64b2"):  # stages of another shape
+        gemm_ops.gemm_launch(gemm_ops.XStages(xs.stages, 32, 512), w2, None, "w64b2", 1, glu=True)
     ss = torch.zeros(32, 4)
     with pytest.raises(ValueError, match="row norm: glu False"):
         gemm_ops.gemm_launch(res, w2, None, "r32", 1, row_norm=gemm_ops.RowNorm(ss, eps))
@@ -344,6 +361,28 @@ def test_o_gate_up_against_unfused(m, kind):
     a = _glu_args(m, 4096, 4096, 14336, kind, kind, "cuda", SEED + m)
     _check_o_gate_up(a, "cuda_pack_gemm_rd",
                      lambda: gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3])), (m, kind))
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@pytest.mark.parametrize("m", [33, 48, 64])
+def test_o_gate_up_x_stages(m, monkeypatch):
+    """Where gate_up runs w64b2, o's _norm epilogue writes x~ as that tile's x stages (XStages) and the _glu_xb entry
+    copies them whole: the GLU output and the residual bit for bit those of x~ row-major through the producer warps,
+    and the stages' rows those of gemm_ops.wg_x_stages of the row-major x~."""
+    a = _glu_args(m, 4096, 4096, 14336, "q4_0", "q4_0", "cuda", SEED + m)
+    assert gemm_ops.takes_x_stages(a[5], m, a[0].device)
+    with cuda_ops.poison_outputs():
+        got, got_res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+        xs, _, _ = gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3], True))
+    xt, _, _ = gemm_ops.linear_packed_gemm_rd(a[0], a[1], norm=gemm_ops.NormIn(a[2], a[3]))
+    written = gemm_ops.wg_x_stages(torch.full_like(xt, 1.0009765625)) != 0  # 0x3C01: both bytes of every real pair
+    assert torch.equal(xs.stages[written], gemm_ops.wg_x_stages(xt)[written]), m
+    monkeypatch.setattr(gemm_ops, "takes_x_stages", lambda *_: False)
+    want, want_res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0
+    assert torch.equal(got_res, want_res) and torch.equal(got, want), m
 
 
 @gpu

@@ -97,7 +97,7 @@ _RD_ROPE = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_rope", _ARGS + _ROW_N
             for f, t in _RD_ENTRIES}
 # ... with the residual add and the next RMSNorm's first half behind (gemm_launch(norm=NormIn(...))): out = x~ =
 # gamma (res + y), the new residual stream and each tile's sums of squares (csrc/gemm_epilogue.cuh NormOut)
-_NORM_ARGS = "pppp"  # res, res_out, gamma, ss
+_NORM_ARGS = "ppppp"  # res, res_out, gamma, ss, xs (x~ as wgmma x stages, or 0: NormIn.stages)
 _RD_NORM = {(f, t): Kernel("gemm_rd.cu", f"gemm_rd_{f}_{t}_norm", _ARGS + _NORM_ARGS, pdl=True)
             for f, t in _RD_ENTRIES}
 
@@ -158,10 +158,14 @@ _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS
 # Timed against the route (s49's scripts/_s49_diag.py; s50) they say what W's loads and x's staging cost the tile.
 WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
            for d in ("nw", "nx", "nwx", "nwxb", "nwxbh", "qd", "nwxbq")}
-# w64b2 with x's stages by one bulk copy a step (csrc XB; not routed, s50): its `x` argument is wg_x_stages(x), which
-# the kernel writing x would produce; the same bits as w64b2. What x's staging by the producer warps costs (s50's _nx:
-# up to 8 us of gate_up's 48) is what it can win.
+# w64b2 with x's stages by one bulk copy a step (csrc XB): its `x` argument is x's stages (XStages: wg_x_stages(x), or
+# a _norm entry's x~ written so), the same bits as w64b2. x's staging by the producer warps cost up to 8 us of gate_up's
+# 48 (s50's _nx); XB saves 4 of them (s51, H100: gate_up M 64 48.8 -> 44.7 us). Routed as _glu_xb for gate_up behind
+# o's _norm entry (linear_norm_ops: takes_x_stages); the plain entry for the tests and gemm_bench.
 WG_XB = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2_xb", _ARGS, pdl=True)
+WG_XB_GLU = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2_glu_xb", _ARGS + _ROW_NORM_ARGS, pdl=True)
+XB_TILE = "w64b2"
+XB_ROUTE = True  # takes_x_stages says yes where it can (False: x~ row-major, w64b2_glu; tools/gpu/switch_ab.py A/Bs it)
 WG_X_SLICE = 2048 + 16  # bytes of a k16 slice of 64 rows in a stage, padded as the producers store it (csrc SLP)
 
 
@@ -191,9 +195,28 @@ WG_XL1 = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_xl1", _ARGS, pdl=True) for 
 class NormIn(NamedTuple):
     """The _norm entries' operands: the residual stream the GEMM's output is added to ([M, N] FP16) and the next
     RMSNorm's weight ([N] FP16). gemm_launch(norm=...) returns (x~ = fp16(gamma r'), r' = fp16(res + y), ss [M][tiles]
-    float32: each N tile's sums of r'^2), the operands of a RowNorm."""
+    float32: each N tile's sums of r'^2), the operands of a RowNorm. stages: x~ comes back as XStages (written in the
+    wgmma tile's x-stage layout, for a _glu_xb entry behind; N % 128 == 0), not row-major."""
     residual: torch.Tensor
     weight: torch.Tensor
+    stages: bool = False
+
+
+class XStages(NamedTuple):
+    """x [m, k] as the wgmma tile's x stages (wg_x_stages' layout: uint8 [ceil(m / 64), k / 128, 8 WG_X_SLICE]), the
+    x a _norm entry writes with NormIn(stages=True) and an XB entry copies whole. Rows past m are never read into an
+    output row that is stored, so they need no zeros."""
+    stages: torch.Tensor
+    m: int
+    k: int
+
+    @staticmethod
+    def empty(m: int, k: int, device: torch.device) -> "XStages":
+        return XStages(_empty((-(-m // 64), k // 128, 8 * WG_X_SLICE), torch.uint8, device), m, k)
+
+    @staticmethod
+    def of(x: torch.Tensor) -> "XStages":
+        return XStages(wg_x_stages(x), x.shape[0], x.shape[1])
 
 
 class RowNorm(NamedTuple):
@@ -360,16 +383,30 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     and the result q rotated, k rotated and v written into the caches (the _rope entries: as linear then
     rotary_and_cache, bit for bit). norm (register-direct and wgmma tiles, N a multiple of the tile's width, no GLU /
     rope): returns (x~, new residual, ss) for the projection behind (NormIn). row_norm (with glu or rope): x is x~, each
-    row's outputs scaled by its RMSNorm scale from ss (RowNorm)."""
-    k = x.shape[-1]
-    m, n = x.numel() // k, weight.shape[0]
+    row's outputs scaled by its RMSNorm scale from ss (RowNorm); with norm.stages x~ comes back as XStages. x as
+    XStages (the XB entries: tile XB_TILE, plain or GLU): x's stages, copied whole by the tile."""
+    staged_x = isinstance(x, XStages)
+    if staged_x:
+        m, k = x.m, x.k
+        if not (tile == XB_TILE and rope is None and norm is None and not tiled and trace is None
+                and x.stages.dtype == torch.uint8 and x.stages.is_contiguous()
+                and tuple(x.stages.shape) == (-(-m // 64), k // 128, 8 * WG_X_SLICE)):
+            raise ValueError(f"packed GEMM on x stages: tile {tile} (needs {XB_TILE}, plain or GLU, no rope / norm / "
+                             f"trace), stages {tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
+    else:
+        k = x.shape[-1]
+        m = x.numel() // k
+    n = weight.shape[0]
+    lead = (m,) if staged_x else x.shape[:-1]
+    dev, dtype = (x.stages.device, torch.float16) if staged_x else (x.device, x.dtype)
     if norm is not None and (
             tile not in RD_TILES and tile not in WG_TILES or glu or rope is not None or tiled or trace is not None
             or n % _tile(tile).bn
-            or norm.residual.shape != (*x.shape[:-1], n) or norm.weight.shape != (n,)
-            or norm.residual.dtype != x.dtype or norm.weight.dtype != x.dtype):
+            or norm.residual.shape != (*lead, n) or norm.weight.shape != (n,)
+            or norm.residual.dtype != dtype or norm.weight.dtype != dtype or norm.stages and n % 128):
         raise ValueError(f"packed GEMM norm epilogue: tile {tile}, N={n}: needs a register-direct or wgmma tile whose "
-                         "width divides N, no GLU / rope / trace, a residual [.., N] and a norm weight [N] of x's dtype")
+                         "width divides N, no GLU / rope / trace, a residual [.., N] and a norm weight [N] of x's dtype "
+                         "(x stages: N % 128 == 0)")
     if row_norm is not None and not ((glu or rope is not None) and row_norm.ss.dtype == torch.float32
                                      and row_norm.ss.shape[0] == m and row_norm.ss.is_contiguous()):
         raise ValueError(f"packed GEMM row norm: glu {glu}, rope {rope is not None}, ss {tuple(row_norm.ss.shape)} "
@@ -386,18 +423,20 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                                  and rope.value_cache.dtype == rope.key_cache.dtype):
         raise ValueError(f"packed GEMM rotary epilogue: caches {rope.key_cache.dtype} / {rope.value_cache.dtype} "
                          "(needs both float16, float8_e4m3fn or float8_e5m2)")
-    out = _empty((*x.shape[:-1], rope.q_size if rope is not None else n // 2 if glu else n), x.dtype, x.device)
+    xs = XStages.empty(m, n, dev) if norm is not None and norm.stages else None
+    out = None if xs is not None else _empty((*lead, rope.q_size if rope is not None else n // 2 if glu else n), dtype,
+                                             dev)
     if norm is not None:
-        res_out = _empty(norm.residual.shape, x.dtype, x.device)
-        ss = _empty((m, -(-n // _tile(tile).bn)), torch.float32, x.device)
-    if tile in RD_TILES and not (rd_fits(weight.kind, k, x.device) and k % RD_TILES[tile].bk == 0
+        res_out = _empty(norm.residual.shape, dtype, dev)
+        ss = _empty((m, -(-n // _tile(tile).bn)), torch.float32, dev)
+    if tile in RD_TILES and not (rd_fits(weight.kind, k, dev) and k % RD_TILES[tile].bk == 0
                                  and (weight.kind, tile) in _RD
                                  and (weight.kind != "awq" or rd_group_ok(weight.group_size))):
-        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} group {weight.group_size} on {x.device} "
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} group {weight.group_size} on {dev} "
                          f"(needs sm_80+ and q4_0 / awq with K % {RD_TILES[tile].bk} == 0 (awq: groups of a "
                          "power of two >= 32), or q4_k / q6_k with K % 256 == 0, on a tile other than r64)")
-    if tile in WG_TILES and not wg_fits(weight.kind, k, x.device):
-        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {x.device} (needs q4_0 with K % 128 == 0 "
+    if tile in WG_TILES and not wg_fits(weight.kind, k, dev):
+        raise ValueError(f"packed GEMM tile {tile}: {weight.kind} K={k} on {dev} (needs q4_0 with K % 128 == 0 "
                          f"on capability {WG_CAPABILITY[0]}.{WG_CAPABILITY[1]}: wgmma, sm_90a)")
     if m:
         t = _tile(tile)
@@ -407,16 +446,18 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         gx, gy = -(-n // t.bn), -(-m // t.bm)
         ws = cnt = None
         if splits > 1:  # FP32 partials per split, one arrival counter per output tile
-            ws = torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
+            ws = torch.empty((splits, m, n), dtype=torch.float32, device=dev)
             # the shared zeroed counters (the tile's last block re-arms its counter), so no memset
             # kernel runs per launch; a fresh zeroed array under a capture that outgrew them
-            cnt = split_counters(x.device, gx * gy)
+            cnt = split_counters(dev, gx * gy)
             if cnt is None:
-                cnt = torch.zeros(gx * gy, dtype=torch.int32, device=x.device)
+                cnt = torch.zeros(gx * gy, dtype=torch.int32, device=dev)
         if tiled:
             kern = _GEMM_TL[tile]
         elif tile in RD_TILES:
             kern = (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD_NORM if norm else _RD)[(weight.kind, tile)]
+        elif staged_x:
+            kern = WG_XB_GLU if glu else WG_XB
         elif tile in WG_TILES:
             kern = (_WG_GLU if glu else _WG_NORM if norm else _WG)[tile]
         else:
@@ -428,17 +469,18 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         if rope is not None:
             extra = (*extra, *(a.data_ptr() for a in rope[:5]), *(int(a) for a in rope[5:]), rope.kv_code)
         if norm is not None:
-            extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr())
+            extra = (norm.residual.data_ptr(), res_out.data_ptr(), norm.weight.data_ptr(), ss.data_ptr(),
+                     0 if xs is None else xs.stages.data_ptr())
         if trace is not None:
             if tile not in RD_TILES and tile not in WG_TILES or tiled or weight.kind != "q4_0":
                 raise ValueError(f"packed GEMM trace: only the register-direct and wgmma q4_0 tiles "
                                  f"{sorted(RD_TILES) + sorted(WG_TILES)} have one")
             kern = _RD_TRACE[tile] if tile in RD_TILES else _WG_TRACE[tile]
-            extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, x.device, "packed GEMM trace"),)
-        _launch(kern, (gx, gy, splits), (t.threads, 1, 1), out.data_ptr(), x.data_ptr(),
+            extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, dev, "packed GEMM trace"),)
+        _launch(kern, (gx, gy, splits), (t.threads, 1, 1), _ptr(out), (x.stages if staged_x else x).data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
-                m, n, k, weight.group_size // 32, per, *extra, device=x.device)
-    return (out, res_out, ss) if norm is not None else out
+                m, n, k, weight.group_size // 32, per, *extra, device=dev)
+    return (out if xs is None else xs, res_out, ss) if norm is not None else out
 
 
 def linear_packed_gemm(x, weight: PackedWeight, bias=None):
@@ -457,14 +499,28 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False,
     rotary and the cache write of a [q | k | v] weight (gemm_launch). The rotary epilogue is on the
     register-direct tiles only: where the wgmma tile would take the matrix (a wide qkv past 32 rows), r32w
     two high does (the same tile and splits as linear everywhere else, so the same bits). norm / row_norm: the
-    residual add and RMSNorm split over a projection's epilogue and the next one's (gemm_launch)."""
-    k = x.shape[-1]
-    m = x.numel() // k
-    sms, res = gemm_slots(weight.kind, x.device)
-    if rope is not None:
-        res = {t: r for t, r in res.items() if t not in WG_TILES}
-    tile, splits = gemm_shape(m, weight.shape[0], k, sms, res, rd=True)
+    residual add and RMSNorm split over a projection's epilogue and the next one's (gemm_launch). x as XStages: the
+    XB entry of the tile gemm_shape picks, which must be XB_TILE (takes_x_stages said so)."""
+    if isinstance(x, XStages):
+        m, k, dev = x.m, x.k, x.stages.device
+    else:
+        k = x.shape[-1]
+        m, dev = x.numel() // k, x.device
+    tile, splits = _rd_shape(m, weight, dev, rope is not None)
     return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope, norm=norm, row_norm=row_norm)
+
+
+def _rd_shape(m: int, weight: PackedWeight, device: torch.device, rope: bool) -> tuple[str, int]:
+    sms, res = gemm_slots(weight.kind, device)
+    if rope:
+        res = {t: r for t, r in res.items() if t not in WG_TILES}
+    return gemm_shape(m, weight.shape[0], weight.shape[1], sms, res, rd=True)
+
+
+def takes_x_stages(weight: PackedWeight, m: int, device: torch.device) -> bool:
+    """Whether linear_packed_gemm_rd of m rows on `weight` runs XB_TILE, so that it can take x as XStages (its XB
+    entry: x copied whole a step instead of staged by the producer warps)."""
+    return XB_ROUTE and 0 < m and weight.shape[1] % 128 == 0 and _rd_shape(m, weight, device, False)[0] == XB_TILE
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:

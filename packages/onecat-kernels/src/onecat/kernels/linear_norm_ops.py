@@ -8,7 +8,9 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   entries) writes r' = res + y, x~ = fp16(gamma r') and each of its tiles' sums of r'^2; the one behind (the _glu /
   _rope entries with a RowNorm) reads x~ as its x and scales each row's sums by rsqrt(sum / hidden + eps) in its
   epilogue, before the GLU or the rotary. Two launches where the unfused route takes three. The products differ
-  from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma).
+  from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma). Where gate_up runs
+  the wgmma tile w64b2, the front writes x~ in that tile's x-stage layout (gemm_ops.XStages) and gate_up copies each
+  step's x whole (_glu_xb), with the same bits (gemm_ops.XB_ROUTE switches it).
 * `cuda_gemv_norm` (one row, both weights q4_k or a q6_k down in front: batch-1 decode, every GPU from sm_70; q4_0
   measured slower; FRONT_SHAPES / BEHIND_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The
   projection in front (_norm entries) writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind
@@ -205,8 +207,13 @@ def supports_gemm_rope(p: Problem) -> list[str]:
 
 
 def linear_rms_norm_linear_gemm(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
-    xt, res_out, ss = gemm_ops.linear_packed_gemm_rd(x, weight_in, norm=gemm_ops.NormIn(residual, norm_weight))
-    return gemm_ops.linear_packed_gemm_rd(xt, weight, glu=True, row_norm=gemm_ops.RowNorm(ss, eps)), res_out
+    """Where gate_up runs the wgmma tile (33..64 rows on sm_90a), o's epilogue writes x~ as that tile's x stages and
+    gate_up copies them whole (gemm_ops.XStages, the _glu_xb entry): the same bits, without the tile's producer warps
+    staging x (s51, H100: gate_up M 64 48.8 -> 44.7 us)."""
+    stages = gemm_ops.takes_x_stages(weight, x.numel() // x.shape[-1], x.device)
+    xt, res_out, ss = gemm_ops.linear_packed_gemm_rd(x, weight_in, norm=gemm_ops.NormIn(residual, norm_weight, stages))
+    out = gemm_ops.linear_packed_gemm_rd(xt, weight, glu=True, row_norm=gemm_ops.RowNorm(ss, eps))
+    return out.view(*x.shape[:-1], out.shape[-1]), res_out
 
 
 def linear_rms_norm_qkv_rotary_cache_gemm(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,

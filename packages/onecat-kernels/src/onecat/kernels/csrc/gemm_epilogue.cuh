@@ -27,8 +27,8 @@ struct QkvRope {
 // The entries' RowNorm (after steps_per_split; K is the consumer's, the hidden size) and NormOut parameters.
 #define GEMM_RN_PARAMS , const float *ss, int ss_tiles, float eps
 #define GEMM_RN_ARGS RowNorm{ss, ss_tiles, K, eps}
-#define GEMM_NORM_PARAMS , const __half *res, __half *res_out, const __half *gamma, float *ss
-#define GEMM_NORM_ARGS NormOut{res, res_out, gamma, ss}
+#define GEMM_NORM_PARAMS , const __half *res, __half *res_out, const __half *gamma, float *ss, unsigned char *xs
+#define GEMM_NORM_ARGS NormOut{res, res_out, gamma, ss, xs}
 
 // RowNorm's scales of the tile's BM rows into inv (shared): 4 threads a row, each summing a quarter of the row's
 // tiles in order (16-byte loads where tiles % 16 == 0: one L2 round trip for the route's 32 / 64 tiles; H200 s31: the
@@ -91,7 +91,17 @@ ONECAT_DEVICE void norm_store(const NormOut& no, __half* __restrict__ out, const
         xt.h2[i] = __floats2half2_rn(rr.x * g.x, rr.y * g.y);
       }
       *reinterpret_cast<uint4*>(no.res_out + o) = r.u;
-      *reinterpret_cast<uint4*>(out + o) = xt.u;
+      if (no.xs) {  // x~ as the wgmma tile's x stages: row gm = 64 tile + 8 rg + g, its columns gn + 2 p (p = 2 hs +
+        // hc) = 128 step + 32 i + 8 j + 2 p: slice 2 j + hs of the step, core matrix hc, 8-row group rg, row g, pair i
+        unsigned char* s = no.xs + ((i64)(gm >> 6) * (N >> 7) + (gn >> 7)) * (8 * WG_X_SLICE) +
+                           2 * ((gn >> 3) & 3) * WG_X_SLICE + (((gm >> 3) & 7) * 16 + (gm & 7)) * 16 + ((gn >> 5) & 3) * 4;
+        *reinterpret_cast<unsigned*>(s) = xt.u.x;
+        *reinterpret_cast<unsigned*>(s + 128) = xt.u.y;
+        *reinterpret_cast<unsigned*>(s + WG_X_SLICE) = xt.u.z;
+        *reinterpret_cast<unsigned*>(s + WG_X_SLICE + 128) = xt.u.w;
+      } else {
+        *reinterpret_cast<uint4*>(out + o) = xt.u;
+      }
     }
 #pragma unroll
     for (int off = NV / 2; off; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);

@@ -73,6 +73,9 @@
 //    it costs 15.9 / 13.8 / 13.2 SM-us a tile, ~1,280 of the SM's 2,048 FMA a clock. Its dequantization and its MMAs
 //    do not run side by side at full rate, so hiding a latency gains little; fewer instructions an FMA in the
 //    consumer warps is what would. Prepared, not run: _qd (one HFMA2 a pair) and XB (x's stages by bulk copies).
+//  * s51 (benchmarks/results/h100-2026-12-07-s51, H100): _qd 49.0 us against the route's 48.7 (the bare loop 30.3 ->
+//    26.4: fewer dequantization instructions do not shorten the route). XB 44.7 against 48.8, bit-equal: routed as
+//    _glu_xb for gate_up behind o's _norm entry, which writes x~ in the stage layout (NormOut.xs; linear_norm_ops).
 #include "gemm_epilogue.cuh"
 #include "gemm_dequant.cuh"
 
@@ -186,6 +189,7 @@ __device__ void gemm_wg(__half* __restrict__ out, const __half* __restrict__ x, 
   constexpr int SL = RG * 256, SLP = SL + 16, STAGE = 8 * SLP;
   constexpr int C_LD = BN + 4, CB = NT * C_LD * 4, AB = NS * STAGE, BYTES = AB > CB ? AB : CB;
   static_assert(NS >= 2 && 1 + 2 * NS <= 16 && BYTES <= 48 * 1024, "tile");
+  static_assert(SLP == WG_X_SLICE, "the x-stage layout norm_store writes (NormOut.xs)");
   __shared__ __align__(128) unsigned char smem[BYTES];
   __shared__ unsigned last_block;
   __shared__ __align__(8) unsigned long long xfull[XB ? NS : 1];  // XB: stage s's bulk copy landed
@@ -444,7 +448,10 @@ GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxb, false, false, 1, 2, false, 7, RowNorm{}, 
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbh, false, false, 1, 2, false, 15, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_qd, false, false, 1, 2, false, 16, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 1, 2, false, 23, RowNorm{}, NormOut{}, nullptr, )
-// w64b2 with x's stages by bulk copies (XB; not routed): `x` is gemm_ops.wg_x_stages(x), the same bits as w64b2 (plain
-// entry only: a second caller of the GLU epilogue changes how ptxas schedules the routed w64b2_glu)
+// w64b2 with x's stages by bulk copies (XB): `x` is x's stages (gemm_ops.wg_x_stages, or written so by a _norm entry's
+// NormOut.xs), the same bits as w64b2. _glu_xb: gate_up behind o's _norm entry (linear_norm_ops, XStages); the plain
+// entry for the tests and gemm_bench (s51 H100: gate_up M 64 48.8 -> 44.7 us, M 48 47.9 -> 44.0).
 #define WG_XB 0, true  // DIAG 0, XB (template arguments through the entry macro's DIAG)
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_xb, false, false, 1, 2, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_glu_xb, true, false, 1, 2, false, WG_XB, GEMM_RN_ARGS, NormOut{}, nullptr,
+              GEMM_RN_PARAMS)

@@ -12,7 +12,11 @@ struct NormOut {
   __half* res_out;      // [M][N] the new one
   const __half* gamma;  // [N] the next RMSNorm's weight
   float* ss;            // the partial sums (above)
+  unsigned char* xs;    // GEMM only, null unless set: x~ in gemm_wg.cu's x-stage layout here, not row-major to the
+                        // output (the wgmma tile behind copies its stages whole: gemm_ops.wg_x_stages, XStages)
 };
+// bytes of one k16 slice of 64 rows in a wgmma x stage, padded (gemm_wg.cu's SLP; gemm_ops.WG_X_SLICE)
+#define WG_X_SLICE 2064
 // The consumer (x = x~): row gm's sums scaled by rsqrt(sum_t ss[gm][t] / hidden + eps); ss null: no scaling (the
 // entries' plain use).
 struct RowNorm {

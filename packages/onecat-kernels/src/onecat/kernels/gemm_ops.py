@@ -211,8 +211,12 @@ class XStages(NamedTuple):
     k: int
 
     @staticmethod
+    def shape(m: int, k: int) -> tuple[int, int, int]:
+        return -(-m // 64), k // 128, 8 * WG_X_SLICE
+
+    @staticmethod
     def empty(m: int, k: int, device: torch.device) -> "XStages":
-        return XStages(_empty((-(-m // 64), k // 128, 8 * WG_X_SLICE), torch.uint8, device), m, k)
+        return XStages(_empty(XStages.shape(m, k), torch.uint8, device), m, k)
 
     @staticmethod
     def of(x: torch.Tensor) -> "XStages":
@@ -390,7 +394,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         m, k = x.m, x.k
         if not (tile == XB_TILE and rope is None and norm is None and not tiled and trace is None
                 and x.stages.dtype == torch.uint8 and x.stages.is_contiguous()
-                and tuple(x.stages.shape) == (-(-m // 64), k // 128, 8 * WG_X_SLICE)):
+                and tuple(x.stages.shape) == XStages.shape(m, k)):
             raise ValueError(f"packed GEMM on x stages: tile {tile} (needs {XB_TILE}, plain or GLU, no rope / norm / "
                              f"trace), stages {tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
     else:

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from onecat.bench.contract import read_jsonl
-from onecat.bench.peer_runners import (TIMING_TRIES, _timed_rates, parse_llama_batched, parse_llama_bench,
-                                      positive_pair)
+from onecat.bench.peer_runners import (TIMING_TRIES, _timed_rates, decode_phase, parse_llama_batched,
+                                      parse_llama_bench, positive_pair)
 from onecat.bench.peers import main as peers_main
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -88,6 +88,31 @@ def test_timed_rates_measure_a_noisy_pair_again():
         pair["t"] = next(times)
         return pair["t"][0]
     assert positive_pair(one, lambda: (pair["t"][1], "v"), 4, "x") == (0.02, 0.03, "v")
+
+
+def test_decode_phase_leaves_the_prefill_steps_out(llm):
+    """decode_phase on the real engine (embedded SmolLM2, CPU): with prefill chunked (48 tokens a step), the first
+    prompts decode beside the later ones' chunks; the phase starts at the step that gives the last prompt its first
+    token, so it counts only the tokens after it, and it refuses a run that does not give every request its tokens."""
+    from onecat.serve.config import EngineConfig, SchedulerConfig
+    from onecat.serve.engine import LLMEngine
+    from onecat.serve.model_runner import ModelRunner
+    from onecat.serve.sampling_params import SamplingParams
+
+    cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=48))
+    eng = LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
+    prompts = [[(7 * i + 3 * j) % 1000 + 10 for j in range(40)] for i in range(4)]  # 160 prompt tokens: 4 steps
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    tokens, seconds = decode_phase(eng, prompts, params)
+    assert seconds > 0 and not eng.has_unfinished_requests()
+    # at least one prompt had decoded past its first token when the last got its first
+    assert 0 < tokens < 4 * 8 - 4, tokens
+    with pytest.raises(RuntimeError, match="no decode phase"):
+        decode_phase(eng, prompts[:1], SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True))
+    with pytest.raises(RuntimeError, match="asked 8 for each"):  # a stop string ends a request early
+        decode_phase(eng, prompts[:2], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True,
+                                                      stop_token_ids=list(range(50000))))
+    assert not eng.has_unfinished_requests()
 
 
 def test_bad_config_is_refused(tmp_path):

@@ -8,8 +8,11 @@
   * llama.cpp: `llama-bench` (pp512, tg128 at depth 0 and 512, -r repeats, all layers on the GPU,
     flash attention on) and `llama-batched-bench` (npp 512, ntg 128, npl B) on the same GGUF file.
 
-onecat and HF decode tok/s = B * (N - 1) / (t(generate N) - t(generate 1)): the prompt's prefill
-and the first token cancel out; one value per repeat, each repeat with fresh random prompt ids.
+HF decode tok/s = B * (N - 1) / (t(generate N) - t(generate 1)): the prompt's prefill and the first
+token cancel out; one value per repeat, each repeat with fresh random prompt ids. onecat on a GPU times
+its decode phase from the engine's steps, as llama-batched-bench times its own: from the step at which
+every request has its first token to the last, over the tokens generated in it (`decode_phase`); the
+difference's rate is kept beside it (on a CPU it is the rate).
 llama.cpp reports its own per-repeat tok/s (llama-bench) and one decode-phase rate per batch
 (llama-batched-bench: B * ntg / decode time). Each runner returns `DecodeResult`s as JSON, so
 peers.py can run it in a child process (a crash or an out-of-memory stays there).
@@ -22,6 +25,7 @@ peers.py can run it in a child process (a crash or an out-of-memory stays there)
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -76,10 +80,11 @@ def positive_pair(time_one, time_gen, gen: int, what: str):
 def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[list[float], list[float], list[float]]:
     """Per-repeat decode tok/s and prefill tok/s from t(generate 1) and t(generate gen), and the
     decode tok/s by that difference (positive_pair: measured again while it is not positive). Where
-    `generate` returns the seconds from its requests' first token to the last (the engine's own
-    timestamps), the decode rate is batch * (gen - 1) tokens over those instead: the prompt prefill
-    (in both timed runs, ~15% of a batch-1 smollm2 run) and its run-to-run spread stay out of it, as
-    llama-bench's tg runs leave the prompt out."""
+    `generate` returns its decode phase as (tokens, seconds) (the engine's own steps: from the step at
+    which every request has its first token to the last), the decode rate is those tokens over those
+    seconds instead: the prompt prefill (in both timed runs, ~15% of a batch-1 smollm2 run), its
+    run-to-run spread and, at batch > 1, the decode rows that chunked prefill runs beside other prompts'
+    chunks stay out of it, as llama-bench's tg runs and llama-batched-bench's decode phase leave them out."""
     generate(0, gen)  # warm-up, full length: kernels compiled / autotuned, allocator and caches grown
     rates, prefill, by_difference = [], [], []
     _note(f"warmed up; {repeats} repeats at batch {batch}")
@@ -91,9 +96,9 @@ def _timed_rates(generate, batch: int, gen: int, repeats: int, sync) -> tuple[li
             sync()
             return time.perf_counter() - t, value
 
-        t1, tn, decode_s = positive_pair(lambda: timed(1)[0], lambda: timed(gen), gen, f"batch {batch} repeat {rep}")
+        t1, tn, phase = positive_pair(lambda: timed(1)[0], lambda: timed(gen), gen, f"batch {batch} repeat {rep}")
         by_difference.append(batch * (gen - 1) / (tn - t1))
-        rates.append(batch * (gen - 1) / decode_s if decode_s else by_difference[-1])
+        rates.append(phase[0] / phase[1] if phase else by_difference[-1])
         prefill.append(t1)
         _note(f"batch {batch} repeat {rep}: {rates[-1]:.1f} tok/s (by t(gen) - t(1): {by_difference[-1]:.1f})")
     return rates, prefill, by_difference
@@ -184,18 +189,20 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
     info, rt = model_info(llm), runtime_info(llm, "disabled")
     results = []
     for batch in batches:
-        def generate(rep: int, n: int, batch: int = batch) -> float | None:
-            """Batch 1 on a GPU: seconds from the first token (the request's metrics) to the last."""
+        def generate(rep: int, n: int, batch: int = batch) -> tuple[int, float] | None:
+            """On a GPU: the decode phase as (tokens, seconds) (decode_phase; batch 1: from the request's first
+            token to the last). On the CPU an asynchronous step computes inside its launch, before the step
+            ahead is resolved: the first token's time would trail a step, so only the difference is used there."""
             rng = random.Random(seed * 1000 + rep)
             prompts = [[rng.randrange(spec.vocab) for _ in range(prompt_len)] for _ in range(batch)]
-            outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True))
-            done = time.monotonic()
+            params = SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+            if cuda and n > 1:
+                return decode_phase(llm.engine, prompts, params)
+            outs = llm.generate(prompts, params)
             got = [len(o.outputs[0].token_ids) for o in outs]
             if got != [n] * batch:
                 raise RuntimeError(f"onecat generated {got} tokens, asked {n} for each of {batch}")
-            # on the CPU an asynchronous step computes inside its launch, before the step ahead is
-            # resolved: the first token's time would trail a step, so only the difference is used there
-            return done - outs[0].metrics["first_token_time"] if cuda and batch == 1 and n > 1 else None
+            return None
 
         n = repeats if batch == 1 else (batched_repeats or repeats)
         rates, t1s, by_difference = _timed_rates(generate, batch, gen, n, sync)
@@ -206,14 +213,49 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
                    "max_num_batched_tokens": cfg.scheduler.max_num_batched_tokens,
                    "async_scheduling": cfg.scheduler.async_scheduling,
                    "prefill_measure": "t(generate 1): prompt prefill + one token",
-                   "decode_measure": "(gen - 1) / (generate returned - first token time, the request's metrics)"
-                   if cuda and batch == 1 else "batch * (gen - 1) / (t(generate gen) - t(generate 1))",
+                   "decode_measure": "the decode phase (decode_phase: tokens after the step at which every request "
+                   "has its first token, over the seconds from it to the last)" if cuda
+                   else "batch * (gen - 1) / (t(generate gen) - t(generate 1))",
                    "decode_tok_s_by_difference": [round(r, 1) for r in by_difference]}
         results.append(DecodeResult("onecat", shape, f"GGUF {fmt}", batch, prompt_len, gen, rates,
                                     [batch * prompt_len / t for t in t1s], load_s, details))
         if on_result:
             on_result(results)  # what is done survives a time limit on the rest
     return results
+
+
+_PHASE_IDS = itertools.count()
+
+
+def decode_phase(engine, prompts: list[list[int]], params) -> tuple[int, float]:
+    """Run the prompts through the engine's steps (as LLM.generate does) and return its decode phase as
+    (tokens, seconds): from the step at which every request has its first token (T0) to the last step, the
+    tokens generated after T0. llama-batched-bench prefills its B prompts and then times B x ntg tokens
+    decoded in lockstep; onecat's chunked prefill runs decode rows of prompts already in beside later prompts'
+    chunks, so its rate by t(generate N) - t(generate 1) counts those prefill steps' extra time as decode
+    time. The phase leaves them out and keeps its own tail (rows that started early finish early, so its last
+    steps run fewer rows). Every request must generate params.max_tokens tokens (ignore_eos)."""
+    rids = [f"peers-phase-{next(_PHASE_IDS)}" for _ in prompts]
+    for rid, prompt in zip(rids, prompts):
+        engine.add_request(rid, prompt, params)
+    got: dict[str, int] = {}
+    t0 = n0 = None
+    now = time.perf_counter()
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            got[out.request_id] = len(out.outputs[0].token_ids)
+        now = time.perf_counter()
+        if t0 is None and len(got) == len(rids) and all(got.values()):
+            t0, n0 = now, sum(got.values())
+    want = [params.max_tokens] * len(rids)
+    if [got.get(r, 0) for r in rids] != want:
+        raise RuntimeError(f"onecat generated {[got.get(r, 0) for r in rids]} tokens, asked {want[0]} for each "
+                           f"of {len(rids)}")
+    tokens = sum(want) - n0
+    if tokens <= 0 or now <= t0:
+        raise RuntimeError(f"no decode phase: every request's tokens came in the step that gave the last its first "
+                           f"({n0} of {sum(want)}); generate more tokens")
+    return tokens, now - t0
 
 
 # -- llama.cpp ----------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ ROOT=$OUT
 for kv in fp16 8bit; do
   mkdir -p $ROOT/$kv
   # the second run gets what the first left of ~470 s
-  [ "$kv" = fp16 ] && lim=240 || lim=$((470 - SECONDS))
+  TOTAL=${G3_TOTAL:-470}; [ "$kv" = fp16 ] && lim=240 || lim=$((TOTAL - SECONDS))
+  [ $lim -lt 150 ] && { echo "$kv skipped: $lim s left"; break; }
   PEERS_LIMIT_S=$lim OUT=$ROOT/$kv bash tools/gpu/peers_check.sh --configs llama3-8b:Q4_0 --engines llama.cpp onecat \
     --batched llama3-8b:Q4_0=32,64 --kv $kv > /dev/null 2>&1
   echo "$kv rc=$? at ${SECONDS}s"

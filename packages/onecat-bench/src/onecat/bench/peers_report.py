@@ -162,9 +162,11 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
         out += ["", "Ratios (decode tok/s medians):", ""] + rs
     out += ["", "Goals (../shared/perf.md):", ""] + goals(records)
     out += ["", "How measured: batch-1 decode after a prompt of `context` random token ids, greedy, EOS ignored. "
-            "HF, and onecat at batch > 1 or on a CPU: B*(N-1)/(t(generate N) - t(generate 1)) per repeat (prefill "
-            "cancels out); onecat at batch 1 on a GPU: (N-1)/(generate's return - the request's first-token time), so the prompt's "
-            "prefill and its run-to-run spread stay out (its records keep the difference's rates too); fresh "
+            "HF, and onecat on a CPU: B*(N-1)/(t(generate N) - t(generate 1)) per repeat (prefill cancels out); "
+            "onecat on a GPU: its decode phase, as llama-batched-bench times its own (the tokens after the engine "
+            "step that gives the last request its first token, over the seconds from that step to the last), so "
+            "the prompts' prefill, the decode rows chunked prefill runs beside it and its run-to-run spread stay "
+            "out (its records keep the difference's rates too); fresh "
             "prompts each repeat. llama.cpp: llama-bench tg rows (context 0 = the standard tg128; the context-512 "
             "row matches the others) with its per-repetition rates, and llama-batched-bench's decode-phase rate "
             "(one run per batch size). Weight GB/s = bytes of the weights read per decoded token (the GGUF's, "

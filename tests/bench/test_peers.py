@@ -109,7 +109,7 @@ def test_decode_phase_leaves_the_prefill_steps_out(llm):
     assert 0 < tokens < 4 * 8 - 4, tokens
     with pytest.raises(RuntimeError, match="no decode phase"):
         decode_phase(eng, prompts[:1], SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True))
-    with pytest.raises(RuntimeError, match="asked 8 for each"):  # a stop string ends a request early
+    with pytest.raises(RuntimeError, match="asked 8 for each"):  # stop tokens end the requests early
         decode_phase(eng, prompts[:2], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True,
                                                       stop_token_ids=list(range(50000))))
     assert not eng.has_unfinished_requests()

@@ -223,6 +223,14 @@ class XStages(NamedTuple):
         return XStages(wg_x_stages(x), x.shape[0], x.shape[1])
 
 
+def _x_dims(x: "torch.Tensor | XStages") -> tuple[int, int, torch.device]:
+    """A packed GEMM's x as (rows, columns, device): a tensor [..., k] or XStages."""
+    if isinstance(x, XStages):
+        return x.m, x.k, x.stages.device
+    k = x.shape[-1]
+    return x.numel() // k, k, x.device
+
+
 class RowNorm(NamedTuple):
     """A _glu / _rope entry reading x~ (a _norm entry's out) as x: each row's sums are scaled by
     rsqrt(sum of ss's row / K + eps) before bias, GLU or rotary (RMSNorm's scale, applied after the projection)."""
@@ -390,19 +398,16 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     row's outputs scaled by its RMSNorm scale from ss (RowNorm); with norm.stages x~ comes back as XStages. x as
     XStages (the XB entries: tile XB_TILE, plain or GLU): x's stages, copied whole by the tile."""
     staged_x = isinstance(x, XStages)
+    m, k, dev = _x_dims(x)
     if staged_x:
-        m, k = x.m, x.k
         if not (tile == XB_TILE and rope is None and norm is None and not tiled and trace is None
                 and x.stages.dtype == torch.uint8 and x.stages.is_contiguous()
                 and tuple(x.stages.shape) == XStages.shape(m, k)):
             raise ValueError(f"packed GEMM on x stages: tile {tile} (needs {XB_TILE}, plain or GLU, no rope / norm / "
                              f"trace), stages {tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
-    else:
-        k = x.shape[-1]
-        m = x.numel() // k
     n = weight.shape[0]
     lead = (m,) if staged_x else x.shape[:-1]
-    dev, dtype = (x.stages.device, torch.float16) if staged_x else (x.device, x.dtype)
+    dtype = torch.float16 if staged_x else x.dtype
     if norm is not None and (
             tile not in RD_TILES and tile not in WG_TILES or glu or rope is not None or tiled or trace is not None
             or n % _tile(tile).bn
@@ -505,11 +510,7 @@ def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False,
     two high does (the same tile and splits as linear everywhere else, so the same bits). norm / row_norm: the
     residual add and RMSNorm split over a projection's epilogue and the next one's (gemm_launch). x as XStages: the
     XB entry of the tile gemm_shape picks, which must be XB_TILE (takes_x_stages said so)."""
-    if isinstance(x, XStages):
-        m, k, dev = x.m, x.k, x.stages.device
-    else:
-        k = x.shape[-1]
-        m, dev = x.numel() // k, x.device
+    m, _, dev = _x_dims(x)
     tile, splits = _rd_shape(m, weight, dev, rope is not None)
     return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope, norm=norm, row_norm=row_norm)
 

@@ -572,8 +572,9 @@ def test_wg_x_stages_layout():
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
                     reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 def test_wgmma_bulk_x_stages():
-    """The XB entry (x's stages by bulk copies from gemm_ops.wg_x_stages) gives w64b2's output bit for bit: ragged
-    rows, one and several row tiles, unsplit and split-K (uneven)."""
+    """The XB entries (x's stages by bulk copies from gemm_ops.wg_x_stages) give their tile's output bit for bit:
+    w64b2 and w64 plain, ragged rows, one and several row tiles, unsplit and split-K (uneven); the GLU entry, and the
+    GLU entry writing its output as x stages (_glu_xb_xs: read back by XStages.tensor)."""
     for m, n, k in ((64, 4096, 4096), (37, 1024, 1280), (100, 512, 768)):
         x, w, b = gpu_inputs("q4_0", m, n, k, True, SEED + 3 * m)
         stages = gemm_ops.XStages.of(x)
@@ -582,11 +583,19 @@ def test_wgmma_bulk_x_stages():
             with cuda_ops.poison_outputs():
                 got = gemm_ops.gemm_launch(stages, w, b, "w64b2", splits)
             assert torch.equal(got, want), (m, n, k, splits)
+            want = gemm_ops.gemm_launch(x, w, b, "w64", splits)  # w64's plain XB entry (the last layer's down)
+            with cuda_ops.poison_outputs():
+                got = gemm_ops.gemm_launch(stages, w, b, "w64", splits)
+            assert torch.equal(got, want), (m, n, k, splits, "w64")
         if n % 256 == 0:  # the GLU entry (linear_norm_ops routes it behind o's _norm entry)
             want = gemm_ops.gemm_launch(x, w, None, "w64b2", 1, glu=True)
             with cuda_ops.poison_outputs():
                 got = gemm_ops.gemm_launch(stages, w, None, "w64b2", 1, glu=True)
+                got_xs = gemm_ops.gemm_launch(stages, w, None, "w64b2", 1, glu=True, out_stages=True)
             assert torch.equal(got, want), (m, n, k, "glu")
+            # _glu_xb_xs: the same output written as down's x stages (every real pair where wg_x_stages puts it)
+            assert isinstance(got_xs, gemm_ops.XStages) and (got_xs.m, got_xs.k) == (m, n // 2)
+            assert torch.equal(got_xs.tensor(), want), (m, n, k, "glu_xs")
 
 
 @gpu

@@ -125,6 +125,20 @@ def test_launches(launches, monkeypatch):
     assert a1[0] == 0 and a1[17] != 0 and a2[1] == a1[17] and g2 == (2 * 9216 // 128, 1, 1)  # no row-major x~
     assert a2[8:11] == (40, 18432, 256) and a2[13:] == (a1[16], 256 // 128, 1e-5)
     launches.clear()
+    # down behind on w64 (feeds): gate_up writes its output as down's x stages, down copies them whole (_norm_xb)
+    b = _down_qkv_args(40, 256, 9216, 4, 2, 64, 64)
+    out, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=b[1])
+    assert isinstance(out, gemm_ops.XStages) and (out.m, out.k) == (40, 9216) and res.shape == (40, 256)
+    assert [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm", "gemm_wg_q4_0_w64b2_glu_xb_xs"]
+    assert launches[1][2][0] == out.stages.data_ptr() and tuple(out.stages.shape) == (1, 9216 // 128, 8 * 2064)
+    launches.clear()
+    q, _ = linear_norm_ops.linear_rms_norm_qkv_rotary_cache_gemm(out, *b[1:])
+    assert q.shape == (40, 256) and [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm_xb", "gemm_rd_q4_0_r32_rope"]
+    assert launches[0][2][1] == out.stages.data_ptr() and launches[0][1] == (2, 1, 8)  # K split: steps per split
+    launches.clear()
+    linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=random_packed(256, 9216, "q4_k", torch.Generator()))
+    assert [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm", "gemm_wg_q4_0_w64b2_glu_xb"]  # q4_k down: row-major
+    launches.clear()
     a = _glu_args(5, 256, 512, 128, kind_in="q4_k")
     linear_norm_ops.linear_rms_norm_linear_gemm(*a)
     assert [c[0] for c in launches] == ["gemm_rd_q4_k_r16_norm", "gemm_rd_q4_0_r16_glu"]
@@ -202,10 +216,23 @@ def test_launch_checks(launches, monkeypatch):
         gemm_ops.gemm_launch(x, random_packed(192, 512, "q4_0", torch.Generator().manual_seed(0)), None, "r32", 1,
                              norm=gemm_ops.NormIn(res[:, :192], norm[:192], True))
     xs = gemm_ops.XStages.empty(32, 256, torch.device("cpu"))
-    with pytest.raises(ValueError, match="on x stages: tile r32"):  # the XB entries are w64b2's
+    with pytest.raises(ValueError, match="on x stages: tile r32, glu"):  # the XB entries are the wgmma tiles'
         gemm_ops.gemm_launch(xs, w2, None, "r32", 1, glu=True)
+    with pytest.raises(ValueError, match="on x stages: tile w64, glu"):  # w64's are plain and _norm
+        gemm_ops.gemm_launch(xs, w2, None, "w64", 1, glu=True)
+    with pytest.raises(ValueError, match="on x stages: tile w64b2, norm"):  # w64b2's plain and GLU
+        gemm_ops.gemm_launch(xs, w2, None, "w64b2", 1, norm=gemm_ops.NormIn(res[:, :128], norm[:128]))
+    with pytest.raises(ValueError, match="on x stages: tile w64, norm"):  # x~ as stages for yet another XB tile
+        gemm_ops.gemm_launch(xs, w2, None, "w64", 1, norm=gemm_ops.NormIn(res[:, :128], norm[:128], True))
     with pytest.raises(ValueError, match="on x stages: tile w64b2"):  # stages of another shape
         gemm_ops.gemm_launch(gemm_ops.XStages(xs.stages, 32, 512), w2, None, "w64b2", 1, glu=True)
+    with pytest.raises(ValueError, match="output as x stages: GLU True, x stages False"):  # the GLU XB entry only
+        gemm_ops.gemm_launch(res, w2, None, "w64b2", 1, glu=True, out_stages=True)
+    with pytest.raises(ValueError, match="output as x stages: GLU False"):
+        gemm_ops.gemm_launch(xs, w2, None, "w64b2", 1, out_stages=True)
+    with pytest.raises(ValueError, match="output as x stages: GLU True, x stages True, N=192"):  # N / 2 % 128
+        gemm_ops.gemm_launch(xs, random_packed(192, 256, "q4_0", torch.Generator().manual_seed(0)), None, "w64b2", 1,
+                             glu=True, out_stages=True)
     ss = torch.zeros(32, 4)
     with pytest.raises(ValueError, match="row norm: glu False"):
         gemm_ops.gemm_launch(res, w2, None, "r32", 1, row_norm=gemm_ops.RowNorm(ss, eps))
@@ -383,6 +410,36 @@ def test_o_gate_up_x_stages(m, monkeypatch):
     want, want_res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
     assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0
     assert torch.equal(got_res, want_res) and torch.equal(got, want), m
+
+
+@gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@pytest.mark.parametrize("m", [33, 48, 64])
+def test_gate_up_down_x_stages(m, monkeypatch):
+    """Where down runs w64 behind gate_up's w64b2 (feeds), gate_up writes its GLU output as down's x stages
+    (_glu_xb_xs) and down copies them whole (_norm_xb, split-K): the GLU output, then q, the residual and the cache
+    rows down's op gives, bit for bit those of the row-major route; the last layer's plain down (ops.linear) too."""
+    a = _glu_args(m, 4096, 4096, 14336, "q4_0", "q4_0", "cuda", SEED + m)
+    b = _down_qkv_args(m, 4096, 14336, 32, 8, 128, 128, "q4_0", "q4_0", "cuda", SEED + 2 * m, blocks=64)
+    assert gemm_ops.takes_x_stages(b[1], m, b[1].q.device, "norm")
+    with cuda_ops.poison_outputs():
+        staged, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=b[1])
+    want, want_res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)
+    assert isinstance(staged, gemm_ops.XStages) and torch.equal(res, want_res)
+    assert bool(torch.isfinite(want).all()) and float(want.abs().max()) > 0
+    assert torch.equal(staged.tensor(), want), m
+    kc, vc = b[11].clone(), b[12].clone()
+    with cuda_ops.poison_outputs():
+        got_q, got_r = ops.linear_rms_norm_qkv_rotary_cache(staged, *b[1:11], kc, vc, *b[13:])
+    assert ops.registry.select(ops.problem("linear_rms_norm_qkv_rotary_cache", staged, *b[1:])).provider.name == \
+        "cuda_pack_gemm_rd"
+    monkeypatch.setattr(gemm_ops, "XB_ROUTE", False)
+    want_q, want_r = ops.linear_rms_norm_qkv_rotary_cache(want, *b[1:])
+    assert torch.equal(got_q, want_q) and torch.equal(got_r, want_r), m
+    assert torch.equal(kc.view(torch.uint8), b[11].view(torch.uint8)) and torch.equal(vc.view(torch.uint8),
+                                                                                      b[12].view(torch.uint8))
+    assert torch.equal(ops.linear(staged, b[1]), ops.linear(want, b[1])), m
 
 
 @gpu

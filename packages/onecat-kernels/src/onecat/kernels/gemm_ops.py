@@ -18,6 +18,7 @@ from .cuda_ops import _PACKED_NAMES, _common, _empty, _need, _ptr, available, cu
 from .driver import Kernel, libcuda
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PACKED_FORMATS, PackedWeight
+from .x_stages import WG_X_SLICE, XStages, wg_x_stages  # noqa: F401  (gemm_ops.XStages: the launch's x)
 
 
 def _launch(*args, **kwargs):
@@ -158,33 +159,16 @@ _WG_NORM = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_norm", _ARGS + _NORM_ARGS
 # Timed against the route (s49's scripts/_s49_diag.py; s50) they say what W's loads and x's staging cost the tile.
 WG_DIAG = {d: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_w64b2_{d}", _ARGS, pdl=True)
            for d in ("nw", "nx", "nwx", "nwxb", "nwxbh", "qd", "nwxbq")}
-# w64b2 with x's stages by one bulk copy a step (csrc XB): its `x` argument is x's stages (XStages: wg_x_stages(x), or
-# a _norm entry's x~ written so), the same bits as w64b2. x's staging by the producer warps cost up to 8 us of gate_up's
-# 48 (s50's _nx); XB saves 4 of them (s51, H100: gate_up M 64 48.8 -> 44.7 us). Routed as _glu_xb for gate_up behind
-# o's _norm entry (linear_norm_ops: takes_x_stages); the plain entry for the tests and gemm_bench.
-WG_XB = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2_xb", _ARGS, pdl=True)
-WG_XB_GLU = Kernel("gemm_wg.cu", "gemm_wg_q4_0_w64b2_glu_xb", _ARGS + _ROW_NORM_ARGS, pdl=True)
-XB_TILE = "w64b2"
+# The XB entries: x's stages by one bulk copy a step (csrc XB; x_stages.XStages), the same bits as the producer warps'
+# staging. x's staging by the producer warps cost up to 8 us of gate_up's 48 (s50's _nx); XB saves 4 of them (s51,
+# H100: gate_up M 64 48.8 -> 44.7 us). Forms by tile: w64b2's plain and GLU (gate_up behind o's _norm entry:
+# linear_norm_ops), the GLU writing its output as stages too (glu_xs: gate_up in front of down), and w64's plain and
+# _norm (down behind gate_up, in front of the next layer's norm) (s53). takes_x_stages says where a route can use them.
+WG_XB_FORMS = {("w64b2", "plain"): "w64b2_xb", ("w64b2", "glu"): "w64b2_glu_xb", ("w64b2", "glu_xs"): "w64b2_glu_xb_xs",
+               ("w64", "plain"): "w64_xb", ("w64", "norm"): "w64_norm_xb"}
+_XB_ARGS = {"plain": _ARGS, "glu": _ARGS + _ROW_NORM_ARGS, "glu_xs": _ARGS + _ROW_NORM_ARGS, "norm": _ARGS + _NORM_ARGS}
+WG_XB = {tf: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{e}", _XB_ARGS[tf[1]], pdl=True) for tf, e in WG_XB_FORMS.items()}
 XB_ROUTE = True  # takes_x_stages says yes where it can (False: x~ row-major, w64b2_glu; tools/gpu/switch_ab.py A/Bs it)
-WG_X_SLICE = 2048 + 16  # bytes of a k16 slice of 64 rows in a stage, padded as the producers store it (csrc SLP)
-
-
-def wg_x_stages(x: torch.Tensor) -> torch.Tensor:
-    """x [M, K] fp16 -> uint8 [ceil(M / 64), K / 128, 8 x WG_X_SLICE]: each 64-row tile's 128-K steps in the wgmma
-    tiles' shared-memory stage layout (csrc/gemm_wg.cu: slice 2j + h // 2, core matrix h % 2, 8-row group, row, then
-    the 4-byte pairs x[32 i + 8 j + 2 h + {0, 1}] for i = 0..3), rows past M zero. A bulk copy moves a step as is."""
-    m, k = x.shape
-    mt, steps = -(-m // 64), k // 128
-    xp = torch.zeros((mt * 64, k), dtype=torch.float16, device=x.device)
-    xp[:m] = x
-    # n = 64 tile + 8 rg + g; k = 128 step + 32 i + 8 j + 2 (2 hs + hc) + e
-    v = xp.view(mt, 8, 8, steps, 4, 4, 2, 2, 2)  # tile, rg, g, step, i, j, hs, hc, e
-    v = v.permute(0, 3, 5, 6, 1, 7, 2, 4, 8).reshape(mt, steps, 8, 1024)  # tile, step, (j, hs), (rg, hc, g, i, e)
-    out = torch.zeros((mt, steps, 8, WG_X_SLICE // 2), dtype=torch.float16, device=x.device)
-    out[..., :1024] = v
-    return out.view(torch.uint8).reshape(mt, steps, 8 * WG_X_SLICE)
-
-
 # the wgmma tiles recording per-block timestamps (not routed; tools/gpu/gemm_trace.py)
 _WG_TRACE = {t: Kernel("gemm_wg.cu", f"gemm_wg_q4_0_{t}_trace", _ARGS + "p", pdl=True) for t in WG_TILES}
 # the wgmma tiles' XL1 diagnostic (not routed; tools/gpu/gemm_xl1.py swaps one in for _WG's entry): every step
@@ -200,27 +184,6 @@ class NormIn(NamedTuple):
     residual: torch.Tensor
     weight: torch.Tensor
     stages: bool = False
-
-
-class XStages(NamedTuple):
-    """x [m, k] as the wgmma tile's x stages (wg_x_stages' layout: uint8 [ceil(m / 64), k / 128, 8 WG_X_SLICE]), the
-    x a _norm entry writes with NormIn(stages=True) and an XB entry copies whole. Rows past m are never read into an
-    output row that is stored, so they need no zeros."""
-    stages: torch.Tensor
-    m: int
-    k: int
-
-    @staticmethod
-    def shape(m: int, k: int) -> tuple[int, int, int]:
-        return -(-m // 64), k // 128, 8 * WG_X_SLICE
-
-    @staticmethod
-    def empty(m: int, k: int, device: torch.device) -> "XStages":
-        return XStages(_empty(XStages.shape(m, k), torch.uint8, device), m, k)
-
-    @staticmethod
-    def of(x: torch.Tensor) -> "XStages":
-        return XStages(wg_x_stages(x), x.shape[0], x.shape[1])
 
 
 def _x_dims(x: "torch.Tensor | XStages") -> tuple[int, int, torch.device]:
@@ -385,7 +348,7 @@ def glu_fits(tile: str, n: int) -> bool:
 
 def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bool = False, trace=None,
                 glu: bool = False, rope: RopeCache | None = None, norm: NormIn | None = None,
-                row_norm: RowNorm | None = None):
+                row_norm: RowNorm | None = None, out_stages: bool = False):
     """One launch of gemm_p_<fmt>_<tile> with K split `splits` ways (clamped so no split is empty);
     tiled: `weight` came from tile_q4_0 (gemm_p_q4_0_<tile>_tl). trace (q4_0's register-direct and wgmma tiles): a
     contiguous int64 CUDA tensor of >= 16 per block, where the _trace entry records its blocks'
@@ -396,15 +359,21 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
     rotary_and_cache, bit for bit). norm (register-direct and wgmma tiles, N a multiple of the tile's width, no GLU /
     rope): returns (x~, new residual, ss) for the projection behind (NormIn). row_norm (with glu or rope): x is x~, each
     row's outputs scaled by its RMSNorm scale from ss (RowNorm); with norm.stages x~ comes back as XStages. x as
-    XStages (the XB entries: tile XB_TILE, plain or GLU): x's stages, copied whole by the tile."""
+    XStages: an XB entry (WG_XB_FORMS: the tile and epilogue must have one) copies x's stages whole. out_stages (GLU
+    on x stages, N / 2 % 128 == 0): the output comes back as XStages, for an XB entry behind."""
     staged_x = isinstance(x, XStages)
     m, k, dev = _x_dims(x)
+    form = xb_form(glu, norm is not None, out_stages)
+    if out_stages and not (staged_x and form == "glu_xs" and (weight.shape[0] // 2) % 128 == 0):
+        raise ValueError(f"packed GEMM output as x stages: GLU {glu}, x stages {staged_x}, N={weight.shape[0]}: needs "
+                         "the GLU epilogue on x stages (an XB entry) and N / 2 % 128 == 0")
     if staged_x:
-        if not (tile == XB_TILE and rope is None and norm is None and not tiled and trace is None
-                and x.stages.dtype == torch.uint8 and x.stages.is_contiguous()
-                and tuple(x.stages.shape) == XStages.shape(m, k)):
-            raise ValueError(f"packed GEMM on x stages: tile {tile} (needs {XB_TILE}, plain or GLU, no rope / norm / "
-                             f"trace), stages {tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
+        if not ((tile, form) in WG_XB and rope is None and not (norm is not None and norm.stages) and not tiled
+                and trace is None and x.stages.dtype == torch.uint8 and x.stages.is_contiguous()
+                and tuple(x.stages.shape) == XStages.layout(m, k)):
+            raise ValueError(f"packed GEMM on x stages: tile {tile}, {form} (needs one of WG_XB_FORMS "
+                             f"{sorted(WG_XB_FORMS)}, no rope / trace / stages out of a norm), stages "
+                             f"{tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
     n = weight.shape[0]
     lead = (m,) if staged_x else x.shape[:-1]
     dtype = torch.float16 if staged_x else x.dtype
@@ -432,7 +401,8 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                                  and rope.value_cache.dtype == rope.key_cache.dtype):
         raise ValueError(f"packed GEMM rotary epilogue: caches {rope.key_cache.dtype} / {rope.value_cache.dtype} "
                          "(needs both float16, float8_e4m3fn or float8_e5m2)")
-    xs = XStages.empty(m, n, dev) if norm is not None and norm.stages else None
+    xs = (XStages.empty(m, n, dev) if norm is not None and norm.stages else XStages.empty(m, n // 2, dev) if out_stages
+          else None)
     out = None if xs is not None else _empty((*lead, rope.q_size if rope is not None else n // 2 if glu else n), dtype,
                                              dev)
     if norm is not None:
@@ -466,7 +436,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
         elif tile in RD_TILES:
             kern = (_RD_ROPE if rope is not None else _RD_GLU if glu else _RD_NORM if norm else _RD)[(weight.kind, tile)]
         elif staged_x:
-            kern = WG_XB_GLU if glu else WG_XB
+            kern = WG_XB[(tile, form)]
         elif tile in WG_TILES:
             kern = (_WG_GLU if glu else _WG_NORM if norm else _WG)[tile]
         else:
@@ -486,10 +456,15 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                                  f"{sorted(RD_TILES) + sorted(WG_TILES)} have one")
             kern = _RD_TRACE[tile] if tile in RD_TILES else _WG_TRACE[tile]
             extra = (cuda_ops.trace_pointer(trace, gx * gy * splits, dev, "packed GEMM trace"),)
-        _launch(kern, (gx, gy, splits), (t.threads, 1, 1), _ptr(out), (x.stages if staged_x else x).data_ptr(),
+        _launch(kern, (gx, gy, splits), (t.threads, 1, 1), _ptr(out if not out_stages else xs.stages), x.data_ptr(),
                 weight.q.data_ptr(), _ptr(weight.qh), weight.meta.data_ptr(), _ptr(bias), _ptr(ws), _ptr(cnt),
                 m, n, k, weight.group_size // 32, per, *extra, device=dev)
-    return (out if xs is None else xs, res_out, ss) if norm is not None else out
+    return (out if xs is None else xs, res_out, ss) if norm is not None else xs if out_stages else out
+
+
+def xb_form(glu: bool, norm: bool, out_stages: bool = False) -> str:
+    """The epilogue's name in WG_XB_FORMS."""
+    return "glu_xs" if glu and out_stages else "glu" if glu else "norm" if norm else "plain"
 
 
 def linear_packed_gemm(x, weight: PackedWeight, bias=None):
@@ -502,17 +477,21 @@ def linear_packed_gemm(x, weight: PackedWeight, bias=None):
 
 
 def linear_packed_gemm_rd(x, weight: PackedWeight, bias=None, glu: bool = False, rope: RopeCache | None = None,
-                          norm: NormIn | None = None, row_norm: RowNorm | None = None):
+                          norm: NormIn | None = None, row_norm: RowNorm | None = None, out_stages: bool = False):
     """3..64 rows of x against a q4_0 / q4_k / q6_k / awq PackedWeight on sm_80+: weights dequantized
     straight into the MMA operands (csrc/gemm_rd.cu); glu: silu(gate) * up of a [gate | up] weight, rope:
     rotary and the cache write of a [q | k | v] weight (gemm_launch). The rotary epilogue is on the
     register-direct tiles only: where the wgmma tile would take the matrix (a wide qkv past 32 rows), r32w
     two high does (the same tile and splits as linear everywhere else, so the same bits). norm / row_norm: the
     residual add and RMSNorm split over a projection's epilogue and the next one's (gemm_launch). x as XStages: the
-    XB entry of the tile gemm_shape picks, which must be XB_TILE (takes_x_stages said so)."""
+    XB entry of the tile gemm_shape picks where it has one for this epilogue, else x row-major (XStages.tensor);
+    out_stages: the GLU output as XStages (takes_x_stages(weight, m, device, "glu_xs") says where)."""
     m, _, dev = _x_dims(x)
     tile, splits = _rd_shape(m, weight, dev, rope is not None)
-    return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope, norm=norm, row_norm=row_norm)
+    if isinstance(x, XStages) and (tile, xb_form(glu, norm is not None, out_stages)) not in WG_XB:
+        x = x.tensor()
+    return gemm_launch(x, weight, bias, tile, splits, glu=glu, rope=rope, norm=norm, row_norm=row_norm,
+                       out_stages=out_stages)
 
 
 def _rd_shape(m: int, weight: PackedWeight, device: torch.device, rope: bool) -> tuple[str, int]:
@@ -522,10 +501,12 @@ def _rd_shape(m: int, weight: PackedWeight, device: torch.device, rope: bool) ->
     return gemm_shape(m, weight.shape[0], weight.shape[1], sms, res, rd=True)
 
 
-def takes_x_stages(weight: PackedWeight, m: int, device: torch.device) -> bool:
-    """Whether linear_packed_gemm_rd of m rows on `weight` runs XB_TILE, so that it can take x as XStages (its XB
-    entry: x copied whole a step instead of staged by the producer warps)."""
-    return XB_ROUTE and 0 < m and weight.shape[1] % 128 == 0 and _rd_shape(m, weight, device, False)[0] == XB_TILE
+def takes_x_stages(weight: PackedWeight, m: int, device: torch.device, form: str = "glu") -> bool:
+    """Whether linear_packed_gemm_rd of m rows on `weight` with the epilogue `form` (xb_form) runs a tile with an XB
+    entry for it (WG_XB_FORMS), so that x can come as XStages, copied whole a step instead of staged by the producer
+    warps. A projection in front writes its output so only where this says yes for the one behind."""
+    return (XB_ROUTE and 0 < m and weight.kind == "q4_0" and weight.shape[1] % 128 == 0
+            and (_rd_shape(m, weight, device, False)[0], form) in WG_XB)
 
 
 def supports_linear_packed_gemm(p: Problem) -> list[str]:
@@ -571,6 +552,6 @@ def supports_linear_packed_gemm_rd(p: Problem) -> list[str]:
 
 def register(reg: KernelRegistry) -> None:
     reg.register(Provider("cuda_pack_gemm_rd", "linear", linear_packed_gemm_rd, available=available,
-                          supports=supports_linear_packed_gemm_rd))
+                          supports=supports_linear_packed_gemm_rd, takes_x_stages=True))
     reg.register(Provider("cuda_pack_gemm", "linear", linear_packed_gemm, available=available,
                           supports=supports_linear_packed_gemm))

@@ -37,7 +37,11 @@ from . import cuda_ops, gemm_ops, linear_fused_ops
 from .cuda_ops import _common, _empty, _need, _ptr, available, gemv_m1_dims, gemv_m1_shape
 from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
+from .weights import PackedWeight
 
+# gate_up writes its output as down's x stages where `feeds` (down) takes them (linear_rms_norm_linear_gemm; False:
+# row-major, as before s53; tools/gpu/switch_ab.py A/Bs it)
+XB_FEEDS = True
 IN_PREFIX = "in_"  # the projection in front: linear's facts under this prefix (ops._params_linear_rms_norm_linear)
 
 
@@ -167,7 +171,7 @@ def _gemv_behind(kernels, out, xt, ss, eps, weight, bias, rows_per_out, *extra):
     return out
 
 
-def linear_rms_norm_linear_gemv(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+def linear_rms_norm_linear_gemv(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None, feeds=None):
     xt, res_out, ss = _gemv_front(x, weight_in, residual, norm_weight)
     out = _empty((*xt.shape[:-1], weight.shape[0] // 2), xt.dtype, xt.device)
     return _gemv_behind(_GEMV_RS_GLU, out, xt, ss, eps, weight, None, 2), res_out
@@ -206,14 +210,21 @@ def supports_gemm_rope(p: Problem) -> list[str]:
     return r
 
 
-def linear_rms_norm_linear_gemm(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+def linear_rms_norm_linear_gemm(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None, feeds=None):
     """Where gate_up runs the wgmma tile (33..64 rows on sm_90a), o's epilogue writes x~ as that tile's x stages and
     gate_up copies them whole (gemm_ops.XStages, the _glu_xb entry): the same bits, without the tile's producer warps
-    staging x (s51, H100: gate_up M 64 48.8 -> 44.7 us)."""
-    stages = gemm_ops.takes_x_stages(weight, x.numel() // x.shape[-1], x.device)
+    staging x (s51, H100: gate_up M 64 48.8 -> 44.7 us). Where `feeds` (the projection the output goes to: down) runs
+    the w64 tile too, gate_up writes its output as x stages for it (_glu_xb_xs; the op behind copies them whole, or
+    any other provider gets x row-major: ops._dispatch)."""
+    m, dev = x.numel() // x.shape[-1], x.device
+    stages = gemm_ops.takes_x_stages(weight, m, dev)
+    out_stages = (XB_FEEDS and stages and isinstance(feeds, PackedWeight)
+                  and gemm_ops.takes_x_stages(weight, m, dev, "glu_xs")
+                  and gemm_ops.takes_x_stages(feeds, m, dev, "norm"))
     xt, res_out, ss = gemm_ops.linear_packed_gemm_rd(x, weight_in, norm=gemm_ops.NormIn(residual, norm_weight, stages))
-    out = gemm_ops.linear_packed_gemm_rd(xt, weight, glu=True, row_norm=gemm_ops.RowNorm(ss, eps))
-    return out.view(*x.shape[:-1], out.shape[-1]), res_out
+    out = gemm_ops.linear_packed_gemm_rd(xt, weight, glu=True, row_norm=gemm_ops.RowNorm(ss, eps),
+                                         out_stages=out_stages)
+    return out if out_stages else out.view(*x.shape[:-1], out.shape[-1]), res_out
 
 
 def linear_rms_norm_qkv_rotary_cache_gemm(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,
@@ -225,7 +236,8 @@ def linear_rms_norm_qkv_rotary_cache_gemm(x, weight_in, residual, norm_weight, e
     return gemm_ops.linear_packed_gemm_rd(xt, weight, bias, rope=rope, row_norm=gemm_ops.RowNorm(ss, eps)), res_out
 
 
-def linear_rms_norm_linear_unfused(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+def linear_rms_norm_linear_unfused(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None,
+                                   feeds=None):
     from . import ops
     return ops.rms_norm_linear(ops.linear(x, weight_in), norm_weight, eps, weight, residual, bias, act)
 
@@ -246,7 +258,9 @@ def register(reg: KernelRegistry) -> None:
             ("linear_rms_norm_qkv_rotary_cache", linear_rms_norm_qkv_rotary_cache_gemv, supports_gemv_rope,
              linear_rms_norm_qkv_rotary_cache_gemm, supports_gemm_rope, linear_rms_norm_qkv_rotary_cache_unfused)):
         reg.register(Provider("cuda_gemv_norm", op, gemv, available=available, supports=gemv_supports))
-        reg.register(Provider("cuda_pack_gemm_rd", op, gemm, available=available, supports=gemm_supports))
+        # x may come as XStages (gate_up's output for down: linear_rms_norm_linear_gemm's feeds)
+        reg.register(Provider("cuda_pack_gemm_rd", op, gemm, available=available, supports=gemm_supports,
+                              takes_x_stages=op == "linear_rms_norm_qkv_rotary_cache"))
         reg.register(Provider("unfused", op, unfused))
         reg.priority.setdefault(op, ["cuda_gemv_norm", "cuda_gemv_mix", "cuda_pack_gemm_rd", "unfused"])
     reg.register(Provider("cuda_gemv_mix", "linear_rms_norm_qkv_rotary_cache", linear_rms_norm_qkv_rotary_cache_mix,

@@ -16,6 +16,7 @@ from . import reference as ref
 from . import sampling_ops
 from .attention_metadata import DECODE_MAX_QUERY, AttentionMetadata
 from .registry import OpSpec, Problem, registry
+from .x_stages import XStages
 
 # ||out - ref|| / ||ref|| bounds per output; argmax must match exactly.
 _ELEMENTWISE = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-5}
@@ -169,7 +170,7 @@ def _with_in_linear(x, weight_in, facts: dict) -> tuple:
     return x, dict(facts, **{f"in_{k}": v for k, v in fin.items()})
 
 
-def _params_linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
+def _params_linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None, feeds=None):
     """linear's facts of (x, weight_in) under in_, and rms_norm_linear's of its output (the residual's shape)."""
     return _with_in_linear(x, weight_in, _params_rms_norm_linear(residual, norm_weight, eps, weight, residual, bias,
                                                                  act)[1])
@@ -246,6 +247,8 @@ def _dispatch(op: str, *args):
     capturing = dev.type == "cuda" and torch.cuda.is_current_stream_capturing()
     sel = registry.select_keyed((op, dev, x.dtype, capturing, *params.items()),
                                 lambda: problem_for(op, x, **params))
+    if isinstance(args[0], XStages) and not sel.provider.takes_x_stages:  # x in a wgmma tile's layout: row-major
+        args = (args[0].tensor(), *args[1:])
     return sel.provider.fn(*args)
 
 
@@ -283,9 +286,11 @@ def rms_norm_qkv_rotary_cache(x, norm_weight, eps, weight, residual, bias, posit
                      cos_sin_cache, is_neox, key_cache, value_cache, slot_mapping, num_heads, num_kv_heads)
 
 
-def linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None):
-    """linear(x, weight_in) into the residual stream, then rms_norm_linear: (y, new residual stream)."""
-    return _dispatch("linear_rms_norm_linear", x, weight_in, residual, norm_weight, eps, weight, bias, act)
+def linear_rms_norm_linear(x, weight_in, residual, norm_weight, eps, weight, bias=None, act=None, feeds=None):
+    """linear(x, weight_in) into the residual stream, then rms_norm_linear: (y, new residual stream). feeds: the weight
+    y goes to next (a layout hint: y may come back as x_stages.XStages, which linear and
+    linear_rms_norm_qkv_rotary_cache take as x)."""
+    return _dispatch("linear_rms_norm_linear", x, weight_in, residual, norm_weight, eps, weight, bias, act, feeds)
 
 
 def linear_rms_norm_qkv_rotary_cache(x, weight_in, residual, norm_weight, eps, weight, bias, positions, head_dim,

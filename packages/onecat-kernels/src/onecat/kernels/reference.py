@@ -108,10 +108,12 @@ def rms_norm_qkv_rotary_cache(x: torch.Tensor, norm_weight: torch.Tensor, eps: f
 
 
 def linear_rms_norm_linear(x: torch.Tensor, weight_in, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                           weight, bias: torch.Tensor | None = None, act: str | None = None):
+                           weight, bias: torch.Tensor | None = None, act: str | None = None, feeds=None):
     """A projection into the residual stream, then the normed projection behind it: y = linear(x, weight_in),
     then rms_norm_linear(y, norm_weight, eps, weight, residual, bias, act). Returns (its output, new residual
-    stream y + residual). The decode layer's o_proj with the post-attention norm and gate_up behind."""
+    stream y + residual). The decode layer's o_proj with the post-attention norm and gate_up behind. feeds (the
+    weight the output goes to next, down) is a layout hint: a GPU route may return the output as
+    x_stages.XStages, the same values, which every op taking x accepts."""
     return rms_norm_linear(linear(x, weight_in), norm_weight, eps, weight, residual, bias, act)
 
 

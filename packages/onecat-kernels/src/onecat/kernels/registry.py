@@ -54,6 +54,7 @@ class Provider:
     fn: Callable[..., Any]
     available: Callable[[], list[str]] = field(default=lambda: [])
     supports: Callable[[Problem], list[str]] = field(default=lambda problem: [])
+    takes_x_stages: bool = False  # fn takes x as x_stages.XStages (ops._dispatch gives any other provider a tensor)
 
     def refusal(self, problem: Problem, check_available: bool = True) -> list[str]:
         reasons = list(self.available()) if check_available else []

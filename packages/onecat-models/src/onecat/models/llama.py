@@ -156,8 +156,9 @@ class LlamaForCausalLM(HFNamedWeights):
                                                             layer.qkv_bias, *rope)
             o = ops.paged_attention(q.reshape(T, s.num_heads, s.head_dim), k_cache, v_cache, md, self.scale,
                                     s.sliding_window).reshape(T, s.q_size)
+            # feeds: gate_up's output goes to down (on the GPU it may come back in down's x-stage layout)
             a, residual = ops.linear_rms_norm_linear(o, layer.o_proj, residual, layer.post_attn_norm, eps,
-                                                     layer.gate_up, None, "silu_and_mul")
+                                                     layer.gate_up, None, "silu_and_mul", layer.down)
             down = (a, layer.down)
         if down is not None:
             y = ops.linear(*down)

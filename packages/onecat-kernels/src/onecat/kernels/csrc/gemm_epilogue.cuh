@@ -91,14 +91,8 @@ ONECAT_DEVICE void norm_store(const NormOut& no, __half* __restrict__ out, const
         xt.h2[i] = __floats2half2_rn(rr.x * g.x, rr.y * g.y);
       }
       *reinterpret_cast<uint4*>(no.res_out + o) = r.u;
-      if (no.xs) {  // x~ as the wgmma tile's x stages: row gm = 64 tile + 8 rg + g, its columns gn + 2 p (p = 2 hs +
-        // hc) = 128 step + 32 i + 8 j + 2 p: slice 2 j + hs of the step, core matrix hc, 8-row group rg, row g, pair i
-        unsigned char* s = no.xs + ((i64)(gm >> 6) * (N >> 7) + (gn >> 7)) * (8 * WG_X_SLICE) +
-                           2 * ((gn >> 3) & 3) * WG_X_SLICE + (((gm >> 3) & 7) * 16 + (gm & 7)) * 16 + ((gn >> 5) & 3) * 4;
-        *reinterpret_cast<unsigned*>(s) = xt.u.x;
-        *reinterpret_cast<unsigned*>(s + 128) = xt.u.y;
-        *reinterpret_cast<unsigned*>(s + WG_X_SLICE) = xt.u.z;
-        *reinterpret_cast<unsigned*>(s + WG_X_SLICE + 128) = xt.u.w;
+      if (no.xs) {  // x~ as the wgmma tile's x stages
+        x_stage_store8(no.xs, gm, gn, N, xt.u);
       } else {
         *reinterpret_cast<uint4*>(out + o) = xt.u;
       }
@@ -201,9 +195,12 @@ ONECAT_DEVICE void glu_out8(float (&g)[8], const float (&u)[8]) {
 }
 
 // The outputs of a GLU tile (NH 8-column groups of its N / 2 outputs per row): sums(ml, gm, c, v, u) fills
-// row ml's (global gm) gate sums v and up sums u of the group at output column c; out = silu(gate) * up.
+// row ml's (global gm) gate sums v and up sums u of the group at output column c; out = silu(gate) * up. xs set
+// (gemm_wg.cu's _glu_xb_xs; N / 2 % 128 == 0, gemm_ops checks): the outputs go there in the wgmma tile's x-stage
+// layout instead (x_stage_store8), for the projection behind (down) to copy whole; the same FP16 values.
 template <int BM, int NH, int THREADS, class Sums>
-ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int n0, int t, Sums sums) {
+ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int n0, int t, Sums sums,
+                             unsigned char* __restrict__ xs = nullptr) {
   const int NO = N >> 1;
   for (int idx = t; idx < BM * NH; idx += THREADS) {
     const int ml = idx / NH, gm = m0 + ml, c = (idx % NH) * 8, gn = (n0 >> 1) + c;
@@ -211,7 +208,14 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
     float v[8], u[8];
     sums(ml, gm, c, v, u);
     glu_out8(v, u);
-    store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
+    if (xs) {
+      Half8 h;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) h.h2[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);  // store_out8's rounding
+      x_stage_store8(xs, gm, gn, NO, h.u);
+    } else {
+      store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
+    }
   }
 }
 
@@ -306,7 +310,8 @@ ONECAT_DEVICE void merge_splits(float* __restrict__ cs, const float* __restrict_
 // tr: a block trace (common.cuh; points 4: the tile or partial stored, 5: the split-K count resolved).
 // GLU: N is the [gate | up] width, out N / 2 wide (the tile's outputs: columns n0 / 2 ..). ROPE: N is the
 // [q | k | v] width, out q_size wide, `rope` the rest (rope_store8). NORM: out is x~, `no` the rest
-// (norm_store); rn.ss set: the outputs of row ml are scaled by its RowNorm scale first (the sums, before bias).
+// (norm_store); rn.ss set: the outputs of row ml are scaled by its RowNorm scale first (the sums, before bias). GLU
+// with no.xs set: the outputs in the x-stage layout there (glu_store), `out` unused.
 // Split-K (S = gridDim.z > 1): every block stores its partial to ws[z]; the tile's last block merges them into cs
 // (merge_splits) and then writes the outputs as an unsplit block does.
 template <int BM, int BN, int C_LD, int THREADS, bool GLU = false, bool ROPE = false, bool NORM = false,
@@ -376,7 +381,7 @@ ONECAT_DEVICE void gemm_epilogue(float* __restrict__ cs, __half* __restrict__ ou
     glu_store<BM, NV / 2, THREADS>(out, M, N, m0, n0, t, [&](int ml, int, int c, float (&v)[8], float (&u)[8]) {
       staged(ml, c, v);
       staged(ml, BN / 2 + c, u);
-    });
+    }, no.xs);
   } else if constexpr (NORM) {
     norm_store<BM, NV, THREADS>(no, out, bias, M, N, m0, n0, t,
                                 [&](int ml, int, int gn, float (&v)[8]) { staged(ml, gn - n0, v); });

@@ -455,3 +455,12 @@ GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_nwxbq, false, false, 1, 2, false, 23, RowNorm{}
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_xb, false, false, 1, 2, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )
 GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_glu_xb, true, false, 1, 2, false, WG_XB, GEMM_RN_ARGS, NormOut{}, nullptr,
               GEMM_RN_PARAMS)
+// XB behind XB (s53): gate_up's _glu_xb_xs writes its GLU output, down's x, as x stages at `out` (gemm_epilogue.cuh
+// glu_store; x_stages.XStages) and down's w64 tile copies them whole: _norm_xb (down in front of the next layer's
+// norm: linear_norm_ops), _xb (plain: the last layer's down, the tests, gemm_bench).
+#define WG_XS_OUT (NormOut{nullptr, nullptr, nullptr, nullptr, reinterpret_cast<unsigned char*>(out)})
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64b2_glu_xb_xs, true, false, 1, 2, false, WG_XB, GEMM_RN_ARGS, WG_XS_OUT, nullptr,
+              GEMM_RN_PARAMS)
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64_xb, false, false, 3, 1, false, WG_XB, RowNorm{}, NormOut{}, nullptr, )
+GEMM_WG_ENTRY(gemm_wg_q4_0_w64_norm_xb, false, true, 3, 1, false, WG_XB, RowNorm{}, GEMM_NORM_ARGS, nullptr,
+              GEMM_NORM_PARAMS)

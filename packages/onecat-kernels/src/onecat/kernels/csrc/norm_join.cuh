@@ -17,6 +17,18 @@ struct NormOut {
 };
 // bytes of one k16 slice of 64 rows in a wgmma x stage, padded (gemm_wg.cu's SLP; gemm_ops.WG_X_SLICE)
 #define WG_X_SLICE 2064
+// 8 FP16 values of x [M][K] (K % 128 == 0), row gm, columns gn .. gn + 7 (gn % 8 == 0), stored where gemm_wg.cu's
+// x stages hold them (x_stages.wg_x_stages): row gm = 64 tile + 8 rg + g, its columns gn + 2 p (p = 2 hs + hc) =
+// 128 step + 32 i + 8 j + 2 p: slice 2 j + hs of the step, core matrix hc, 8-row group rg, row g, pair i. The
+// writers: a _norm entry's x~ (NormOut.xs) and a GLU entry's output (gemm_wg.cu's _glu_xb_xs).
+ONECAT_DEVICE void x_stage_store8(unsigned char* __restrict__ xs, int gm, int gn, int K, uint4 h) {
+  unsigned char* s = xs + ((i64)(gm >> 6) * (K >> 7) + (gn >> 7)) * (8 * WG_X_SLICE) +
+                     2 * ((gn >> 3) & 3) * WG_X_SLICE + (((gm >> 3) & 7) * 16 + (gm & 7)) * 16 + ((gn >> 5) & 3) * 4;
+  *reinterpret_cast<unsigned*>(s) = h.x;
+  *reinterpret_cast<unsigned*>(s + 128) = h.y;
+  *reinterpret_cast<unsigned*>(s + WG_X_SLICE) = h.z;
+  *reinterpret_cast<unsigned*>(s + WG_X_SLICE + 128) = h.w;
+}
 // The consumer (x = x~): row gm's sums scaled by rsqrt(sum_t ss[gm][t] / hidden + eps); ss null: no scaling (the
 // entries' plain use).
 struct RowNorm {

@@ -127,6 +127,10 @@ def test_launches(launches, monkeypatch):
     launches.clear()
     # down behind on w64 (feeds): gate_up writes its output as down's x stages, down copies them whole (_norm_xb)
     b = _down_qkv_args(40, 256, 9216, 4, 2, 64, 64)
+    linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=b[1])
+    assert launches[-1][0] == ("gemm_wg_q4_0_w64b2_glu_xb_xs" if linear_norm_ops.XB_FEEDS else "gemm_wg_q4_0_w64b2_glu_xb")
+    launches.clear()
+    monkeypatch.setattr(linear_norm_ops, "XB_FEEDS", True)
     out, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=b[1])
     assert isinstance(out, gemm_ops.XStages) and (out.m, out.k) == (40, 9216) and res.shape == (40, 256)
     assert [c[0] for c in launches] == ["gemm_wg_q4_0_w64_norm", "gemm_wg_q4_0_w64b2_glu_xb_xs"]
@@ -423,6 +427,7 @@ def test_gate_up_down_x_stages(m, monkeypatch):
     a = _glu_args(m, 4096, 4096, 14336, "q4_0", "q4_0", "cuda", SEED + m)
     b = _down_qkv_args(m, 4096, 14336, 32, 8, 128, 128, "q4_0", "q4_0", "cuda", SEED + 2 * m, blocks=64)
     assert gemm_ops.takes_x_stages(b[1], m, b[1].q.device, "norm")
+    monkeypatch.setattr(linear_norm_ops, "XB_FEEDS", True)
     with cuda_ops.poison_outputs():
         staged, res = linear_norm_ops.linear_rms_norm_linear_gemm(*a, feeds=b[1])
     want, want_res = linear_norm_ops.linear_rms_norm_linear_gemm(*a)

@@ -42,7 +42,7 @@ from .weights import PackedWeight
 # gate_up writes its output as down's x stages where `feeds` (down) takes them (linear_rms_norm_linear_gemm). Off until a
 # GPU run has shown it bit-equal and faster: s53 built it and got no device time (its tests pass on the CPU; the GPU
 # tests and the batch-64 step A/B, set:linear_norm_ops.XB_FEEDS=True in tools/gpu/switch_ab.py, are
-# benchmarks/results/s53-scripts/_s53_xb_down.sh)
+# benchmarks/results/s53-no-device/scripts/_s53_xb_down.sh)
 XB_FEEDS = False
 IN_PREFIX = "in_"  # the projection in front: linear's facts under this prefix (ops._params_linear_rms_norm_linear)
 

@@ -10,7 +10,8 @@ Semantics: reference.linear_rms_norm_linear / linear_rms_norm_qkv_rotary_cache, 
   epilogue, before the GLU or the rotary. Two launches where the unfused route takes three. The products differ
   from the unfused route's by one FP16 rounding: fp16(gamma r') inv against fp16(r' inv gamma). Where gate_up runs
   the wgmma tile w64b2, the front writes x~ in that tile's x-stage layout (gemm_ops.XStages) and gate_up copies each
-  step's x whole (_glu_xb), with the same bits (gemm_ops.XB_ROUTE switches it).
+  step's x whole (_glu_xb), with the same bits (gemm_ops.XB_ROUTE switches it). Given `feeds` (down) on the w64
+  tile, gate_up writes its own output so for down (_glu_xb_xs, then _norm_xb behind: XB_FEEDS switches it).
 * `cuda_gemv_norm` (one row, both weights q4_k or a q6_k down in front: batch-1 decode, every GPU from sm_70; q4_0
   measured slower; FRONT_SHAPES / BEHIND_SHAPES): the same split on the M = 1 GEMVs (csrc/gemv_packed.cu). The
   projection in front (_norm entries) writes r', x~ and each warp's sum of r'^2 over its 4 rows; the one behind
@@ -39,9 +40,9 @@ from .driver import Kernel
 from .registry import KernelRegistry, Problem, Provider
 from .weights import PackedWeight
 
-# gate_up writes its output as down's x stages where `feeds` (down) takes them (linear_rms_norm_linear_gemm). Off until a
-# GPU run has shown it bit-equal and faster: s53 built it and got no device time (its tests pass on the CPU; the GPU
-# tests and the batch-64 step A/B, set:linear_norm_ops.XB_FEEDS=True in tools/gpu/switch_ab.py, are
+# gate_up writes its output as down's x stages where `feeds` (down) takes them (linear_rms_norm_linear_gemm). Off
+# until a GPU run has shown it bit-equal and faster: s53 built it and got no device time (its tests pass on the CPU;
+# the GPU tests and the batch-64 step A/B, set:linear_norm_ops.XB_FEEDS=True in tools/gpu/switch_ab.py, are
 # benchmarks/results/s53-no-device/scripts/_s53_xb_down.sh)
 XB_FEEDS = False
 IN_PREFIX = "in_"  # the projection in front: linear's facts under this prefix (ops._params_linear_rms_norm_linear)

@@ -8,7 +8,6 @@ SASS (cuobjdump from the triton==3.6.0 wheel; the CUDA 13 tools refuse sm_70). M
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
 import subprocess
 from pathlib import Path
@@ -40,13 +39,11 @@ VECTORIZED |= {"sample_f16_v8", "sample_f32_v4", "rotary_cache_neox_v8", "rotary
 
 
 def _tool(name: str) -> Path:
-    spec = importlib.util.find_spec("triton")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail(f"triton is not installed (its wheel carries an sm_70-capable {name}): pip install {PINS}")
-    path = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / name
-    if not path.exists():
-        pytest.fail(f"{path} missing: pip install {PINS}")
-    return path
+    assert name == "cuobjdump", name
+    try:
+        return build.cuobjdump()
+    except build.ToolchainError as e:
+        pytest.fail(f"{e} (the gate pins {PINS})")
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,21 +101,15 @@ def tmpdir_sass(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("sass"))
 
 
-def _sass(source: str, tmp: str, arch: int = 70) -> dict[str, str]:
+def _sass(source: str, arch: int = 70) -> dict[str, str]:
     """{kernel name: its SASS} of `source` built for sm_`arch` (sm_70 unless asked)."""
-    text = subprocess.run([str(_tool("cuobjdump")), "--dump-sass", str(cubin_file(source, tmp, arch))],
-                          capture_output=True, text=True, check=True).stdout
-    assert f"code for sm_{arch}" in text
-    funcs: dict[str, str] = {}
-    for chunk in re.split(r"\n\s*Function : ", text)[1:]:
-        name, _, body = chunk.partition("\n")
-        funcs[name.strip()] = body
-    return funcs
+    _tool("cuobjdump")
+    return build.sass(compiled(source, arch).cubin, arch)
 
 
 @pytest.mark.parametrize("source", build.sources())
-def test_sm70_sass(source, tmpdir_sass):
-    funcs = _sass(source, tmpdir_sass)
+def test_sm70_sass(source):
+    funcs = _sass(source)
     assert set(funcs) >= _kernels_by_source()[source]
     for name, body in funcs.items():
         if name in TENSOR_CORE:
@@ -147,23 +138,23 @@ RD = {k.name for k in [*gemm_ops._RD.values(), *gemm_ops._RD_GLU.values(), *gemm
                        *gemm_ops._RD_NORM.values(), *gemm_ops._RD_TRACE.values()]}
 
 
-def test_register_direct_gemm_is_sm80_only(tmp_path):
+def test_register_direct_gemm_is_sm80_only():
     """gemm_rd_* use mma.sync m16n8k16 (sm_80+); their sm_70 build only traps (gemm_ops never admits
     them below RD_MIN_CAPABILITY: the V100 keeps gemm_packed.cu). On sm_90: HMMA.16816 with FP32
     accumulation, 128-bit shared loads of x, 128-bit loads of W, two 128-thread blocks per SM of
     registers."""
-    sm70 = _sass("gemm_rd.cu", str(tmp_path))
+    sm70 = _sass("gemm_rd.cu")
     assert set(sm70) == RD and gemm_ops.RD_MIN_CAPABILITY == (8, 0)
     for name, body in sm70.items():
         assert "HMMA" not in body and "BPT.TRAP" in body, name
-    sm90, usage = _sass("gemm_rd.cu", str(tmp_path), 90), compiled("gemm_rd.cu", 90).usage
+    sm90, usage = _sass("gemm_rd.cu", 90), compiled("gemm_rd.cu", 90).usage
     assert set(sm90) == RD
     for name, body in sm90.items():
         assert "HMMA.16816.F32" in body and "LDS.128" in body and "LDG.E.128" in body, name
         assert 2 * 128 * usage[name]["registers"] <= 65536, (name, usage[name])
 
 
-def test_wgmma_gemm_is_sm90a_only(tmp_path):
+def test_wgmma_gemm_is_sm90a_only():
     """gemm_wg_* (csrc/gemm_wg.cu) use wgmma: built for sm_90a where the arch is 9.0 (build.ARCH_FEATURES),
     admitted there only (gemm_ops.WG_CAPABILITY); their sm_70 build has no tensor-core code and traps. On
     sm_90a: HGMMA 64x64x16 with FP32 accumulation, 128-bit loads of W and x (none of W in the _nw / _nwx / _nwxb[h]
@@ -173,11 +164,11 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
                               *gemm_ops._WG_TRACE.values(), *gemm_ops.WG_XL1.values(),
                               *gemm_ops.WG_DIAG.values(), *gemm_ops.WG_XB.values()]}
     assert build.ARCH_FEATURES["gemm_wg.cu"] == {90} and gemm_ops.WG_CAPABILITY == (9, 0)
-    sm70 = _sass("gemm_wg.cu", str(tmp_path))
+    sm70 = _sass("gemm_wg.cu")
     assert set(sm70) == names
     for name, body in sm70.items():
         assert "HMMA" not in body and "GMMA" not in body and "BPT.TRAP" in body, name
-    sm90, usage = _sass("gemm_wg.cu", str(tmp_path), 90), compiled("gemm_wg.cu", 90).usage
+    sm90, usage = _sass("gemm_wg.cu", 90), compiled("gemm_wg.cu", 90).usage
     assert set(sm90) == names
     for name, body in sm90.items():
         suffix = name.rsplit("_", 1)[1]  # the diagnostics: no W / x loads by design
@@ -196,7 +187,7 @@ def test_wgmma_gemm_is_sm90a_only(tmp_path):
     assert "C7513" not in log, [line for line in log.splitlines() if "C7513" in line]
 
 
-def test_register_direct_decode_is_sm80_only(tmp_path):
+def test_register_direct_decode_is_sm80_only():
     """attn_decode_rd_* (csrc/attention_decode_rd.cu) use mma.sync m16n8k16: on sm_70 they only trap
     (attention_ops admits them from sm_80: the V100 decodes with attention_decode.cu); on sm_90
     HMMA.16816 with FP32 accumulation, E4M3 by the FP8 conversion (F2FP), three 128-thread blocks per
@@ -204,11 +195,11 @@ def test_register_direct_decode_is_sm80_only(tmp_path):
     shape = {k.name: attention_ops.DECODE_RD_FORMS[key[:2]][1:] for entries in (attention_ops._DECODE_RD,
              attention_ops._DECODE_RD_TRACE) for key, k in entries.items()}  # name -> (threads, blocks per SM)
     names = set(shape)
-    sm70 = _sass("attention_decode_rd.cu", str(tmp_path))
+    sm70 = _sass("attention_decode_rd.cu")
     assert set(sm70) >= names
     for name in names:
         assert "HMMA" not in sm70[name] and "BPT.TRAP" in sm70[name], name
-    sm90, usage = _sass("attention_decode_rd.cu", str(tmp_path), 90), compiled("attention_decode_rd.cu", 90).usage
+    sm90, usage = _sass("attention_decode_rd.cu", 90), compiled("attention_decode_rd.cu", 90).usage
     for name in names:
         assert "HMMA.16816.F32" in sm90[name], name
         assert ("F2FP.F16.E4M3" in sm90[name]) == ("_e4m3" in name), name
@@ -251,13 +242,13 @@ def _pdl_kernels() -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("source", sorted(_pdl_kernels()))
-def test_pdl_kernels_wait(source, tmp_path):
+def test_pdl_kernels_wait(source):
     """Kernels the host launches with programmatic dependent launch on sm_90 (Kernel(pdl=True)) wait
     on the previous grid (griddepcontrol.wait = ACQBULK) and release the next (PREEXIT) in their
     sm_90 SASS; their sm_70 SASS has neither (common.cuh compiles them out for Volta)."""
     names = _pdl_kernels()[source]
     for arch, present in ((90, True), (70, False)):
-        funcs = _sass(source, str(tmp_path), arch)
+        funcs = _sass(source, arch)
         for name in names:
             body = funcs[name]
             assert ("ACQBULK" in body and "PREEXIT" in body) == present, (arch, name)

@@ -196,13 +196,14 @@ def _nvrtc_compile(tc: Toolchain, source: bytes, name: str, options: list[str]) 
 
 
 def compile_source(name: str, arch: int, options: tuple[str, ...] = (), use_cache: bool = True,
-                   tc: Toolchain | None = None) -> Compiled:
-    """Compile csrc/<name> (a .cu file) to a cubin for sm_<arch>, via the disk cache."""
-    path = (CSRC / name) if not os.path.isabs(name) else Path(name)
+                   tc: Toolchain | None = None, csrc: Path = CSRC) -> Compiled:
+    """Compile csrc/<name> (a .cu file) to a cubin for sm_<arch>, via the disk cache. `csrc`: the folder its
+    headers come from (another tree's copy, e.g. tools/sass/compare.py's)."""
+    path = (csrc / name) if not os.path.isabs(name) else Path(name)
     tc = tc or toolchain(arch)
     target = f"sm_{arch}a" if arch in ARCH_FEATURES.get(path.name, ()) else f"sm_{arch}"
     opts = (f"--gpu-architecture={target}", *DEFAULT_OPTIONS, *options,
-            f"-I{CSRC}", *(f"-I{i}" for i in tc.includes))
+            f"-I{csrc}", *(f"-I{i}" for i in tc.includes))
     key = cache_key(path, arch, opts[:len(DEFAULT_OPTIONS) + 1 + len(options)], tc)
     entry = cache_dir() / key[:2] / key
     if use_cache and entry.with_suffix(".cubin").exists():
@@ -247,5 +248,41 @@ def resource_usage(log: str) -> dict[str, dict[str, int]]:
     return usage
 
 
-def sources() -> list[str]:
-    return sorted(p.name for p in CSRC.glob("*.cu"))
+def sources(csrc: Path = CSRC) -> list[str]:
+    return sorted(p.name for p in csrc.glob("*.cu"))
+
+
+# -- SASS ----------------------------------------------------------------------------------------
+SASS_PIN = "triton==3.6.0"  # its wheel carries an sm_70-capable cuobjdump (the CUDA 13 tools refuse sm_70)
+
+
+def cuobjdump() -> Path:
+    """The cuobjdump that reads sm_70 cubins; ToolchainError (saying what to install) when missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    path = (Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / "cuobjdump"
+            if spec is not None and spec.submodule_search_locations else None)
+    if path is None or not path.exists():
+        raise ToolchainError(f"no sm_70-capable cuobjdump ({path or 'triton is not installed'}): "
+                             f"pip install {SASS_PIN}")
+    return path
+
+
+def sass(cubin: bytes, arch: int) -> dict[str, str]:
+    """{kernel (mangled) name: its SASS text} of a cubin built for sm_`arch`."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([str(cuobjdump()), "--dump-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    if f"code for sm_{arch}" not in text:
+        raise ToolchainError(f"cuobjdump found no sm_{arch} code in the cubin")
+    funcs: dict[str, str] = {}
+    for chunk in re.split(r"\n\s*Function : ", text)[1:]:
+        name, _, body = chunk.partition("\n")
+        funcs[name.strip()] = body
+    return funcs

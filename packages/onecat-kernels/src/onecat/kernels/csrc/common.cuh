@@ -96,14 +96,19 @@ ONECAT_DEVICE void load_vec(const __half* p, float (&f)[VEC]) {
   }
 }
 
+// 8 floats as halves, rounded to nearest even (torch's .to(float16)): the 16 bytes one store writes.
+ONECAT_DEVICE uint4 half8_rn(const float (&f)[8]) {
+  Half8 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v.h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+  return v.u;
+}
+
 // Store VEC floats as halves (round to nearest even, like torch's .to(float16)).
 template <int VEC>
 ONECAT_DEVICE void store_vec(__half* p, const float (&f)[VEC]) {
   if constexpr (VEC == 8) {
-    Half8 v;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v.h2[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
-    *reinterpret_cast<uint4*>(p) = v.u;
+    *reinterpret_cast<uint4*>(p) = half8_rn(f);
   } else if constexpr (VEC == 2) {
     *reinterpret_cast<__half2*>(p) = __floats2half2_rn(f[0], f[1]);
   } else {

@@ -177,8 +177,7 @@ ONECAT_DEVICE void rope_store8(const QkvRope& e, __half* __restrict__ q_out, int
     }
   }
   Half8 h;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h.h2[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  h.u = half8_rn(v);
   if (is_q || e.kv == KV_F16) {
     *reinterpret_cast<uint4*>(dst + off) = h.u;
     return;
@@ -209,10 +208,7 @@ ONECAT_DEVICE void glu_store(__half* __restrict__ out, int M, int N, int m0, int
     sums(ml, gm, c, v, u);
     glu_out8(v, u);
     if (xs) {
-      Half8 h;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) h.h2[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);  // store_out8's rounding
-      x_stage_store8(xs, gm, gn, NO, h.u);
+      x_stage_store8(xs, gm, gn, NO, half8_rn(v));  // store_out8's rounding
     } else {
       store_out8(out + (i64)gm * NO, gn, NO, v, nullptr);
     }

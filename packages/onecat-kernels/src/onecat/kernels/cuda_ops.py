@@ -433,7 +433,7 @@ COUNTERS_MIN = 4096  # int32 counters allocated at least (16 KB)
 def _counter_arrays(device: torch.device) -> list[torch.Tensor]:
     """The int32 counter arrays of the last-block merges on one device, newest last. Invariant: every
     counter is 0 before and after each launch that uses it (the last block of each group re-arms its
-    counter: csrc/attention_flash.cuh flash_split_merge, csrc/argmax.cu, csrc/gemm_packed.cu's split-K
+    counter: csrc/attention_merge.cuh flash_split_merge, csrc/argmax.cu, csrc/gemm_packed.cu's split-K
     merge), so one array serves every launch issued in order on one stream, CUDA graph replays
     included, whichever kernel it is.
     Launches that could run concurrently (on other streams) must not share it. Arrays are never

@@ -10,7 +10,7 @@
 // context length and the SM count; with nparts == 1 the block writes the FP16 output, else FP32
 // (o / l, m, l) partials, merged in the same launch by the last of the partitions of each
 // (request, KV head, row chunk) to finish (a zeroed counter array it re-arms: flash_split_merge in
-// attention_flash.cuh), or by attn_reduce below when the host passes no counter array (a CUDA graph
+// attention_merge.cuh), or by attn_reduce below when the host passes no counter array (a CUDA graph
 // captured for a larger grid than the array covers). The plan is for the longest context a launch
 // may see (a CUDA graph's): each request spreads its keys over as many partitions as keep >= one key
 // step each, so a short context splits as finely as a long one. Block size: any power of 2 >= 8

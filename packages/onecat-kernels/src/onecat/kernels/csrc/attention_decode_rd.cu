@@ -12,7 +12,7 @@
 // benchmarks/results/h200-2026-11-30-s15/).
 //
 // Grid (1, Hk, requests * nparts), 128 threads; the host plans the partitions as for the Volta
-// kernel (split_kv_plan; the fused merge is attention_flash.cuh's flash_split_merge, rows = the GQA
+// kernel (split_kv_plan; the fused merge is attention_merge.cuh's flash_split_merge, rows = the GQA
 // heads of the KV head). A block owns one request, one KV head, one partition; its 4 warps take
 // (_w1 entries: one-warp blocks, 12 per SM, routed when the groups pass one wave of 4-warp blocks) contiguous
 // quarters of the partition in steps of 16 keys (absolute multiples of 16; keys outside

@@ -353,7 +353,7 @@ ONECAT_DEVICE void gemm_epilogue(float* __restrict__ cs, __half* __restrict__ ou
     }
     block_trace(tr, 4);
     // Release / acquire by thread 0's count (common.cuh count_acq_rel), the barriers ordering the block's
-    // own stores and loads against it (as attention_flash.cuh's merge): once per block, not every thread's
+    // own stores and loads against it (as attention_merge.cuh's merge): once per block, not every thread's
     // __threadfence (a sequentially consistent MEMBAR.SC each: 6% of r32's stall samples, H200 s12 ncu).
     __syncthreads();
     if (t == 0) {

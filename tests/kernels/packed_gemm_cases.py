@@ -22,6 +22,8 @@ TOL = 2e-3
 gpu = pytest.mark.gpu
 needs_rd = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < gemm_ops.RD_MIN_CAPABILITY,
                               reason="register-direct GEMM needs sm_80+ (mma.sync m16n8k16)")
+needs_wg = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
+                              reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
 
 
 def linear_problem(x, w, bias=None, cap=(7, 0), dtype=None, **override):
@@ -80,3 +82,15 @@ def gpu_inputs(kind, m, n, k, bias, seed):
     x = torch.randn(m, k, generator=gen).half().cuda()
     b = torch.randn(n, generator=gen).half().cuda() if bias else None
     return x, w, b
+
+
+def check_trace_rows(tr: torch.Tensor, blocks: int, splits: int, tile: str) -> None:
+    """A traced launch's rows: every one of its `blocks` recorded its entry and nothing past them; each point between
+    entry and end; the split-K count only when split; w64b2 records no point 2 (csrc/gemm_wg.cu)."""
+    rows = tr[:blocks].cpu()
+    assert bool((rows[:, 0] > 0).all()) and not bool(tr[blocks:].any()), (tile, splits)
+    no_first_step = tile == "w64b2"
+    assert bool((rows[:, 2] == 0).all()) == no_first_step, (tile, splits)
+    for i in (1, 3, 4, 6) if no_first_step else (1, 2, 3, 4, 6):
+        assert bool((rows[:, i] >= rows[:, 0]).all()) and bool((rows[:, 6] >= rows[:, i]).all()), (tile, i)
+    assert bool((rows[:, 5] > 0).all()) == (splits > 1), (tile, splits)

@@ -17,7 +17,7 @@ from onecat.kernels import cuda_ops, gemm_ops, linear_norm_ops, ops
 from onecat.kernels import reference as ref
 from onecat.kernels.weights import random_packed
 
-from .packed_gemm_cases import SEED, explain, gpu, launches, needs_rd, rel_err  # noqa: F401
+from .packed_gemm_cases import SEED, explain, gpu, launches, needs_rd, needs_wg, rel_err  # noqa: F401
 from .test_gemm_rd import _bits, _qkv_args
 
 
@@ -395,8 +395,7 @@ def test_o_gate_up_against_unfused(m, kind):
 
 
 @gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
-                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@needs_wg
 @pytest.mark.parametrize("m", [33, 48, 64])
 def test_o_gate_up_x_stages(m, monkeypatch):
     """Where gate_up runs w64b2, o's _norm epilogue writes x~ as that tile's x stages (XStages) and the _glu_xb entry
@@ -417,8 +416,7 @@ def test_o_gate_up_x_stages(m, monkeypatch):
 
 
 @gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != gemm_ops.WG_CAPABILITY,
-                    reason="the wgmma GEMM tile needs capability 9.0 (sm_90a)")
+@needs_wg
 @pytest.mark.parametrize("m", [33, 48, 64])
 def test_gate_up_down_x_stages(m, monkeypatch):
     """Where down runs w64 behind gate_up's w64b2 (feeds), gate_up writes its GLU output as down's x stages

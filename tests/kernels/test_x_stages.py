@@ -1,6 +1,6 @@
 """x_stages: x in the wgmma tiles' stage layout, carried between ops (gate_up's output for down), and the ops layer's
 promise that any provider that does not take stages gets x row-major. The wgmma kernels that write and copy stages are
-tested on the GPU in test_gemm_rd.py / test_linear_norm.py; here the layout's inverse and the routing on the CPU."""
+tested on the GPU in test_gemm_wg.py / test_linear_norm.py; here the layout's inverse and the routing on the CPU."""
 
 from __future__ import annotations
 
@@ -12,6 +12,23 @@ from onecat.kernels.weights import random_packed
 from onecat.kernels.x_stages import WG_X_SLICE, XStages, wg_x_stages, x_from_stages
 
 from .test_linear_norm import _down_qkv_args, _glu_args
+
+
+def test_stages_layout():
+    """wg_x_stages puts x[n, k] where csrc/gemm_wg.cu's producer warps store it: tile n // 64, step k // 128,
+    slice 2 j + h // 2 (k % 128 = 32 i + 8 j + 2 h + e), core matrix h % 2, 8-row group, row, pair i; rows past M 0."""
+    m, k = 70, 256
+    x = (torch.arange(m * k) % 2039).half().view(m, k)
+    st = wg_x_stages(x)
+    assert st.shape == (2, 2, 8 * WG_X_SLICE) and st.dtype == torch.uint8
+    halves = st.view(2, 2, -1).view(torch.float16)
+    n, kk = torch.meshgrid(torch.arange(m), torch.arange(k), indexing="ij")
+    r = kk % 128
+    i, j, h, e = r // 32, r % 32 // 8, r % 8 // 2, r % 2
+    g, rg = n % 8, n % 64 // 8
+    byte = (2 * j + h // 2) * WG_X_SLICE + rg * 256 + (h % 2) * 128 + g * 16 + i * 4 + e * 2
+    assert torch.equal(halves[n // 64, kk // 128, byte // 2], x)
+    assert float(halves.double().sum()) == float(x.double().sum())  # and nothing else: rows past M are zero
 
 
 @pytest.mark.parametrize("m,k", [(1, 128), (40, 256), (64, 384), (70, 256), (128, 128)])

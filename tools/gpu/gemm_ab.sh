@@ -14,7 +14,7 @@ ab_trees
 {
   machine_info
   echo "variants: $VARIANTS"
-  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py 2>&1 | tail -3
+  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py tests/kernels/test_gemm_wg.py 2>&1 | tail -3
   for v in $VARIANTS; do
     echo "== $v: gemm_bench"
     PYTHONPATH=$(path_of "$v") timeout 150 python3 tools/gpu/gemm_bench.py --no-variants --formats "${FORMATS:-q4_0,q4_k}" \

@@ -17,7 +17,7 @@ machine_info $PY || exit 2
 echo "== compile gemm_packed.cu for this GPU"
 $PY -m onecat.kernels sources --source gemm_packed.cu 2>&1 | tee "$OUT/resources.txt"
 echo "== GPU tests (packed GEMM)"
-$PY -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py -rs 2>&1 | tee "$OUT/gpu-tests.txt"
+$PY -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py tests/kernels/test_gemm_wg.py -rs 2>&1 | tee "$OUT/gpu-tests.txt"
 rc=${PIPESTATUS[0]}
 echo "== packed GEMM vs cuBLAS (table last)"
 $PY tools/gpu/gemm_bench.py --json "$OUT/gemm.json" ${GEMM_ARGS:-} 2>&1 | tee "$OUT/gemm.txt"

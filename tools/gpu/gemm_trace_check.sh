@@ -9,7 +9,7 @@
 set -u
 . tools/gpu/common.sh
 gpu_env /tmp/site /tmp/onecat-cache
-timeout ${TESTS_S:-200} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py --tb=short \
+timeout ${TESTS_S:-200} python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py tests/kernels/test_gemm_wg.py --tb=short \
   > "$OUT/tests.txt" 2>&1
 echo "rc=$?" >> "$OUT/tests.txt"
 timeout ${TRACE_S:-200} python3 tools/gpu/gemm_trace.py --json "$OUT/trace.json" "$@" > "$OUT/trace.txt" 2>&1

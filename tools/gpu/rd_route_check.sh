@@ -18,7 +18,7 @@ gpu_env /tmp/site /tmp/onecat-cache
 machine_info > "$OUT/machine.txt" 2>&1
 {
   timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gpu_kernels.py --tb=line 2>&1 | tail -4
-  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py --tb=line 2>&1 | tail -6
+  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_gemm_packed.py tests/kernels/test_gemm_rd.py tests/kernels/test_gemm_wg.py --tb=line 2>&1 | tail -6
 } > "$OUT/tests.txt" 2>&1
 for w in $WEIGHTS; do for n in $ENGINE_PROMPTS; do  # the route, then with the register-direct GEMM refused
   timeout 150 python3 tools/gpu/engine_check.py --shape llama3-8b --weights $w --layers 2 --prompts $n --max-tokens 16 \

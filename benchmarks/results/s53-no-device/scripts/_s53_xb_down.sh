@@ -10,7 +10,7 @@ L=${S53_LIMIT:-445}
 . tools/gpu/common.sh; gpu_env /tmp/site /tmp/onecat-cache
 machine_info > $OUT/machine.txt 2>&1; head -2 $OUT/machine.txt | tail -1
 git log --oneline -1 > $OUT/tree.txt 2>/dev/null; git status --short >> $OUT/tree.txt 2>/dev/null
-timeout 190 python3 -m pytest -q tests/kernels/test_linear_norm.py tests/kernels/test_gemm_rd.py \
+timeout 190 python3 -m pytest -q tests/kernels/test_linear_norm.py tests/kernels/test_gemm_wg.py \
   tests/kernels/test_x_stages.py -m gpu -k "x_stages or o_gate_up or down_qkv or wgmma" > $OUT/tests.txt 2>&1
 echo "tests rc=$? at ${SECONDS}s: $(tail -1 $OUT/tests.txt)"
 timeout $((L - 45 - SECONDS)) python3 tools/gpu/switch_ab.py --shape llama3-8b --weights q4_0 --batch 64 --context 512 \

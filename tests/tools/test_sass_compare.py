@@ -53,7 +53,7 @@ def test_comment_is_same_sass_and_code_change_differs(trees):
     lines, kernels = result[("activation.cu", 70)]
     assert lines == [] and len(kernels) == 6, lines
     lines, _ = result[("cache.cu", 70)]
-    assert lines and all(line.startswith("differs: ") for line in lines), lines
+    assert lines and all(line.startswith("differs: ") and "instructions (" in line for line in lines), lines
     lines, kernels = result[("rotary.cu", 70)]
     assert isinstance(kernels, str) and kernels.startswith("does not compile: ") and "error" in kernels
     assert lines == [f"base builds, head {kernels}"]
@@ -65,3 +65,9 @@ def test_instructions_leave_out_offsets_and_encodings():
             "        .L_x_0:\n"
             "        /*0010*/                   EXIT ;                       /* 0x000000000000794d */\n")
     assert compare._instructions(body) == ["MOV R1, c[0x0][0x28] ;", "EXIT ;"]
+
+
+def test_opcode_change_counts_opcodes_not_operands():
+    base = ["@P0 HFMA2 R1, R2, R3, R4 ;", "HMUL2 R5, R1, R6 ;", "LOP3.LUT R7, R8, 0xf, RZ, 0xc0, !PT ;"]
+    assert compare._opcode_change(base, ["HFMA2 R9, R2, R3, R4 ;", *base[1:]]).startswith("the same instructions")
+    assert compare._opcode_change(base, base[:1] + base[2:] * 3) == "LOP3 +2, HMUL2 -1"

@@ -3,7 +3,8 @@
 Every csrc/*.cu (or the sources named) is built by NVRTC, the CI toolchain, for each arch asked (sm_70 and sm_90 by
 default; gemm_wg.cu as sm_90a, as the engine builds it), and each kernel's SASS (cuobjdump) is compared. Equal SASS
 means the same machine code: the change needs no GPU run to keep its bits and speed. A kernel that differs is
-listed with its instruction counts and registers on both sides; one added or removed is listed as such.
+listed with its registers and instruction counts on both sides and the opcodes whose counts moved most; one added or
+removed is listed as such.
 
     python tools/sass/compare.py                    # HEAD against the working tree
     python tools/sass/compare.py --base 95b72b7 --sources gemm_wg.cu gemm_rd.cu --archs 90
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from io import BytesIO
 from pathlib import Path
@@ -77,11 +79,21 @@ def _compare(base: dict[str, list[str]] | str, head: dict[str, list[str]] | str)
     for name in sorted(base.keys() & head.keys()):
         b, h = base[name], head[name]
         if b != h:
-            first = next(i for i, (x, y) in enumerate(zip(b, h)) if x != y) if any(
-                x != y for x, y in zip(b, h)) else min(len(b), len(h))
-            lines.append(f"differs: {name}: {b[0]} -> {h[0].split()[-1]}, {len(b) - 1} -> {len(h) - 1} instructions, "
-                         f"first difference at line {first}")
+            lines.append(f"differs: {name}: {b[0]} -> {h[0].split()[-1]}, {len(b) - 1} -> {len(h) - 1} instructions"
+                         f" ({_opcode_change(b[1:], h[1:])})")
     return lines
+
+
+def _opcode_change(base: list[str], head: list[str], most: int = 6) -> str:
+    """The opcodes whose counts changed most (predicates and modifiers left out), or that none did."""
+    def count(instructions: list[str]) -> Counter:
+        return Counter(ins.split()[1 if ins.startswith("@") else 0].split(".")[0] for ins in instructions)
+    delta = count(head)
+    delta.subtract(count(base))
+    moved = sorted(((op, d) for op, d in delta.items() if d), key=lambda od: (-abs(od[1]), od[0]))
+    if not moved:
+        return "the same instructions, in another order or with other operands"
+    return ", ".join(f"{op} {d:+d}" for op, d in moved[:most]) + (", ..." if len(moved) > most else "")
 
 
 def compare_trees(base: Path, head: Path, sources: list[str], archs: list[int], jobs: int = 2

@@ -87,7 +87,7 @@ def _compare(base: dict[str, list[str]] | str, head: dict[str, list[str]] | str)
 def _opcode_change(base: list[str], head: list[str], most: int = 6) -> str:
     """The opcodes whose counts changed most (predicates and modifiers left out), or that none did."""
     def count(instructions: list[str]) -> Counter:
-        return Counter(ins.split()[1 if ins.startswith("@") else 0].split(".")[0] for ins in instructions)
+        return Counter(ins.split()[1 if ins.startswith("@") else 0].split(".")[0].rstrip(";") for ins in instructions)
     delta = count(head)
     delta.subtract(count(base))
     moved = sorted(((op, d) for op, d in delta.items() if d), key=lambda od: (-abs(od[1]), od[0]))

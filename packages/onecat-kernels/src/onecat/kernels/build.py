@@ -3,7 +3,8 @@
 NVRTC is reached through ctypes on the shared library a pip wheel ships (no toolkit, no host
 compiler, no extra bindings). sm_70 needs NVRTC 12.x (CUDA 13 dropped Volta); newer GPUs may use
 any NVRTC that lists their arch. Cache key: source and local headers, options, arch, NVRTC version
-and the CUDA headers used. `resource_usage` parses ptxas' `-v` report (registers, spills, smem).
+and the CUDA headers used. `resource_usage` parses ptxas' `-v` report (registers, spills, smem); `sass` reads a
+cubin's SASS with the sm_70-capable cuobjdump of the triton wheel (the sm_70 gate, tools/sass/compare.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,8 +262,6 @@ SASS_PIN = "triton==3.6.0"  # its wheel carries an sm_70-capable cuobjdump (the 
 
 def cuobjdump() -> Path:
     """The cuobjdump that reads sm_70 cubins; ToolchainError (saying what to install) when missing."""
-    import importlib.util
-
     spec = importlib.util.find_spec("triton")
     path = (Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / "cuobjdump"
             if spec is not None and spec.submodule_search_locations else None)
@@ -271,9 +273,6 @@ def cuobjdump() -> Path:
 
 def sass(cubin: bytes, arch: int) -> dict[str, str]:
     """{kernel (mangled) name: its SASS text} of a cubin built for sm_`arch`."""
-    import subprocess
-    import tempfile
-
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()

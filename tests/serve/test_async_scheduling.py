@@ -20,9 +20,10 @@ PROMPTS = ["The capital of France is", "Write a haiku about the sea.", "1, 2, 3,
            "The best way to learn Python is", "Dear Sir or Madam,"]
 
 
-def engine(llm, async_on: bool, max_model_len: int | None = None, **cache) -> LLMEngine:
+def engine(llm, async_on: bool, max_model_len: int | None = None, sched: dict | None = None, **cache) -> LLMEngine:
+    sched = {"max_num_batched_tokens": 48, **(sched or {})}
     cfg = EngineConfig(model=ModelConfig(max_model_len=max_model_len), cache=CacheConfig(**cache),
-                       scheduler=SchedulerConfig(max_num_batched_tokens=48, async_scheduling=async_on))
+                       scheduler=SchedulerConfig(async_scheduling=async_on, **sched))
     return LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
 
 
@@ -67,6 +68,27 @@ def both(llm, prompts, params, count_async: bool = True, **kw):
 def test_outputs_equal_the_synchronous_engine(llm, params):
     a, b, _ = both(llm, PROMPTS, params)
     assert a == b and len(a) == len(PROMPTS)
+
+
+def test_prefill_first_changes_no_token_and_never_mixes_a_step(llm):
+    """scheduler.prefill_first on the real model, every prompt in at once under a 16-token budget: greedy tokens
+    equal the default policy's, synchronous and asynchronous; no step of it mixes decode rows with prompt chunks,
+    where the default policy's do."""
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    results, mixed = [], []
+    for async_on, prefill_first in ((False, False), (True, False), (False, True), (True, True)):
+        eng = engine(llm, async_on, sched={"max_num_batched_tokens": 16, "prefill_first": prefill_first})
+        schedule, steps = eng.scheduler.schedule, []
+
+        def record(schedule=schedule, steps=steps):
+            out = schedule()
+            steps.append({x.start_pos >= x.request.num_prompt_tokens for x in out.scheduled})
+            return out
+        eng.scheduler.schedule = record
+        results.append(run(eng, PROMPTS, params))
+        mixed.append(sum(len(kinds) == 2 for kinds in steps))
+    assert all(r == results[0] for r in results[1:]) and len(results[0]) == len(PROMPTS)
+    assert mixed[0] > 0 and mixed[1] > 0 and mixed[2:] == [0, 0], mixed
 
 
 def test_a_stop_token_drops_the_step_already_in_flight(llm):

@@ -115,3 +115,10 @@ def test_gemma3_keeps_its_fp32_residual_on_fp16_routes():
     norm = next(r for r in rep.rows if r.site == "post_attn_norm")
     assert "float32" in norm.facts  # the residual add runs in FP32: the FP16 kernel refuses, stated
     assert norm.provider == "torch" and any("float32" in " ".join(r) for r in norm.refused.values())
+
+
+def test_scheduler_prefill_first_is_one_override():
+    """scheduler.prefill_first composes from the command line into the engine's SchedulerConfig (off by default)."""
+    default, on = compose_with(), compose_with("scheduler.prefill_first=true")
+    assert to_configs(default)[0].scheduler.prefill_first is False
+    assert to_configs(on)[0].scheduler.prefill_first is True

@@ -138,3 +138,60 @@ def test_priority_preempts_the_worst_ranked_and_requeues_it_by_rank():
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="fcfs or priority"):
         Scheduler(SchedulerConfig(policy="lifo"), KVCacheManager(8, 4), max_model_len=64)
+
+
+def make_prefill_first(num_blocks=64, block_size=4, budget=8, max_seqs=8):
+    kv = KVCacheManager(num_blocks, block_size)
+    cfg = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget, prefill_first=True)
+    return Scheduler(cfg, kv, max_model_len=1024)
+
+
+def rows(out) -> list[tuple[str, int]]:
+    return [(x.request.request_id, len(x.token_ids)) for x in out.scheduled]
+
+
+def test_prefill_first_holds_decode_rows_while_a_prompt_can_be_admitted():
+    """The step test_running_decodes_come_before_new_prefills gives to a's decode row goes to b's prompt; a prompt
+    already chunked goes on first; once no prompt waits, both decode together."""
+    s = make_prefill_first(budget=8)
+    a = Request("a", list(range(4)), SamplingParams(max_tokens=5), max_tokens=5)
+    s.add(a)
+    assert rows(run_step(s)) == [("a", 4)]
+    b = Request("b", list(range(100, 120)), SamplingParams(max_tokens=5), max_tokens=5)
+    c = Request("c", list(range(200, 203)), SamplingParams(max_tokens=5), max_tokens=5)
+    s.add(b)
+    s.add(c)
+    assert rows(run_step(s)) == [("b", 8)]  # a waits
+    assert rows(run_step(s)) == [("b", 8)]  # b's remainder first (it is running), then c had no budget left
+    assert rows(run_step(s)) == [("b", 4), ("c", 3)]
+    assert rows(run_step(s)) == [("a", 1), ("b", 1), ("c", 1)]  # nothing waits: every decode row
+    assert (a.output_token_ids, b.output_token_ids, c.output_token_ids) == ([7, 7], [7, 7], [7, 7])
+
+
+def test_prefill_first_holds_decode_rows_until_a_chunked_prompt_is_in():
+    s = make_prefill_first(budget=8)
+    s.add(Request("a", list(range(4)), SamplingParams(max_tokens=5), max_tokens=5))
+    run_step(s)
+    s.add(Request("b", list(range(100, 120)), SamplingParams(max_tokens=5), max_tokens=5))
+    assert [rows(run_step(s)) for _ in range(4)] == [[("b", 8)], [("b", 8)], [("b", 4)], [("a", 1), ("b", 1)]]
+
+
+def test_prefill_first_decodes_when_no_prompt_can_be_admitted():
+    """No seat, or no KV blocks for the next prompt's first chunk: the decode rows run (no step is lost to a prompt
+    that cannot start), and the prompt is admitted once they free room."""
+    s = make_prefill_first(budget=100, max_seqs=1)
+    s.add(Request("a", [1, 2, 3], SamplingParams(max_tokens=2), max_tokens=2))
+    s.add(Request("b", [4, 5, 6], SamplingParams(max_tokens=2), max_tokens=2))
+    assert rows(run_step(s)) == [("a", 3)]
+    assert rows(run_step(s)) == [("a", 1)]  # b has no seat
+    assert rows(run_step(s)) == [("b", 3)]  # a finished
+    s = make_prefill_first(num_blocks=3, block_size=4, budget=100)
+    s.add(Request("a", list(range(8)), SamplingParams(max_tokens=4), max_tokens=4))
+    assert rows(run_step(s)) == [("a", 8)]
+    s.add(Request("b", list(range(10, 18)), SamplingParams(max_tokens=2), max_tokens=2))  # 2 blocks, 1 free
+    assert rows(run_step(s)) == [("a", 1)]
+    assert len(s.waiting) == 1
+
+
+def test_prefill_first_is_off_by_default():
+    assert SchedulerConfig().prefill_first is False

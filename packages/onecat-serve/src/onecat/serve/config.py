@@ -42,6 +42,12 @@ class SchedulerConfig:
     # "fcfs": arrival order; "priority" (vLLM's): requests with a lower `priority` value are admitted first, and
     # when the KV pool runs dry the running request with the highest (priority, arrival) is preempted
     policy: str = "fcfs"
+    # False (vLLM v1's way): a step's budget goes to the running requests' decode rows first, and prompts fill the
+    # rest. True (SGLang's default, vLLM v0's without chunked prefill): while a waiting prompt can be admitted (a seat
+    # and KV blocks for its first chunk are free) or a running one is still in its prompt, steps run prompt chunks
+    # only and the decode rows wait, so a batch that arrives together decodes together, as llama-batched-bench runs
+    # it (no first token later, the streams already decoding paused meanwhile).
+    prefill_first: bool = False
 
 
 @dataclass

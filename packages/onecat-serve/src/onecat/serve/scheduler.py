@@ -3,9 +3,11 @@ by recompute. Pure CPU; its one output message to the runner is SchedulerOutput.
 
 There are no prefill/decode phases: each step, every running request gets the tokens it has
 not computed yet (its prompt remainder, or the one token sampled last step), as far as the
-token budget allows, then waiting requests are admitted. When the KV pool runs dry, the most
-recently admitted request is preempted: its blocks are freed and it recomputes from scratch
-(its prompt plus what it has generated) when it is admitted again.
+token budget allows, then waiting requests are admitted. With `prefill_first`, a step in which a
+waiting prompt can be admitted, or a running one is still in its prompt, leaves the decode rows out
+(prompt chunks only). When the KV pool
+runs dry, the most recently admitted request is preempted: its blocks are freed and it recomputes
+from scratch (its prompt plus what it has generated) when it is admitted again.
 """
 
 from __future__ import annotations
@@ -79,6 +81,27 @@ class Scheduler:
 
     # -- schedule -----------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
+        if self.config.prefill_first and (self._can_admit_next() or not all(map(self._decoding, self.running))):
+            out = self._schedule(prompts_only=True)
+            if not out.is_empty or out.preempted:
+                return out
+        return self._schedule(prompts_only=False)  # (a prompts-only step that found nothing changed nothing)
+
+    def _can_admit_next(self) -> bool:
+        """A seat and the KV blocks of its first chunk are free for the next waiting request (its prefix hits left
+        out: this may say no where admission would succeed, never the reverse)."""
+        if not self.waiting or len(self.running) >= self.config.max_num_seqs:
+            return False
+        req, budget = self.waiting[0], self.config.max_num_batched_tokens
+        n = min(req.num_tokens, budget) if self.config.enable_chunked_prefill else req.num_tokens
+        return n <= budget and -(-n // self.kv.block_size) <= self.kv.num_free_blocks
+
+    @staticmethod
+    def _decoding(req: Request) -> bool:
+        """Past its prompt and its recompute: the request's next step is one token (and its drafts)."""
+        return req.num_computed_tokens >= req.num_prompt_tokens and req.num_tokens - req.num_computed_tokens <= 1
+
+    def _schedule(self, prompts_only: bool) -> SchedulerOutput:
         out = SchedulerOutput()
         budget = self.config.max_num_batched_tokens
         scheduled: dict[str, int] = {}
@@ -90,7 +113,8 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            if n <= 0 or (req.num_placeholders and self._length_reached(req, 0)):  # done, its last token in flight
+            if (n <= 0 or (req.num_placeholders and self._length_reached(req, 0))  # done, its last token in flight
+                    or (prompts_only and self._decoding(req))):  # prefill_first: decode rows wait for the prompts
                 i += 1
                 continue
             k = self._num_drafts(req, n, budget)

@@ -93,7 +93,8 @@ def test_timed_rates_measure_a_noisy_pair_again():
 def test_decode_phase_leaves_the_prefill_steps_out(llm):
     """decode_phase on the real engine (embedded SmolLM2, CPU): with prefill chunked (48 tokens a step), the first
     prompts decode beside the later ones' chunks; the phase starts at the step that gives the last prompt its first
-    token, so it counts only the tokens after it, and it refuses a run that does not give every request its tokens."""
+    token, so it counts only the tokens after it, and it refuses a run that does not give every request its tokens.
+    With scheduler.prefill_first no row decodes before every prompt is in: the phase holds all but the first tokens."""
     from onecat.serve.config import EngineConfig, SchedulerConfig
     from onecat.serve.engine import LLMEngine
     from onecat.serve.model_runner import ModelRunner
@@ -113,6 +114,10 @@ def test_decode_phase_leaves_the_prefill_steps_out(llm):
         decode_phase(eng, prompts[:2], SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True,
                                                       stop_token_ids=list(range(50000))))
     assert not eng.has_unfinished_requests()
+    cfg = EngineConfig(scheduler=SchedulerConfig(max_num_batched_tokens=48, prefill_first=True))
+    eng = LLMEngine(cfg, runner=ModelRunner(cfg, loaded=llm.engine.runner.loaded))
+    tokens, _ = decode_phase(eng, prompts, params)
+    assert tokens == 4 * 8 - 4  # prompts first: every row has one token when the last gets its first (lockstep)
 
 
 def test_bad_config_is_refused(tmp_path):

@@ -9,7 +9,8 @@
 #                                           # .peers/llama.cpp/ONECAT_SOURCE (tools/peers/build_here.sh makes them)
 # GOALS_LIMIT_S (default 570): seconds for the whole script (peers_check.sh's PEERS_LIMIT_S).
 # GOALS_ARGS: more options for `onecat-bench peers` (e.g. "--repeats 5"; "--kv 8bit": both engines with 8-bit KV
-# caches, onecat E4M3 against llama.cpp q8_0, the G3 lines naming them).
+# caches, onecat E4M3 against llama.cpp q8_0, the G3 lines naming them; "--onecat-prefill-first": onecat's scheduler
+# runs every prompt of a G3 batch before its decode rows, as llama-batched-bench does, and the report says so).
 # Everything lands in $OUT itself: check.log and peers/ (peers.md, peers.jsonl, the logs). Keep $OUT shallow: the
 # device tool brings back nothing 4 folders down (s43's first run wrote $OUT/call2/goals/peers/ and lost it). The
 # carried binaries that peers_check.sh may leave in $OUT are removed, so that the report alone comes back.

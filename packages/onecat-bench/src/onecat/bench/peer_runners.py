@@ -161,7 +161,8 @@ def _llama_kv_args(kv: str) -> list[str]:
 # -- onecat -------------------------------------------------------------------------------------------
 def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, gen: int, repeats: int,
                batches: list[int], batched_repeats: int | None = None, seed: int = 0,
-               on_result=None, async_scheduling: bool | None = None, kv: str = "fp16") -> list[DecodeResult]:
+               on_result=None, async_scheduling: bool | None = None, kv: str = "fp16",
+               prefill_first: bool = False) -> list[DecodeResult]:
     import random
 
     import torch
@@ -180,6 +181,7 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
     cfg.scheduler.max_num_seqs = max(max(batches), cfg.scheduler.max_num_seqs)
     if async_scheduling is not None:  # None: the engine's default
         cfg.scheduler.async_scheduling = async_scheduling
+    cfg.scheduler.prefill_first = prefill_first  # True: every prompt in before the decode rows, as llama-batched-bench
     t = time.perf_counter()
     llm = LLM(config=cfg, progress=False)
     load_s = time.perf_counter() - t
@@ -212,6 +214,7 @@ def run_onecat(gguf: str, shape: str, fmt: str, device: str, prompt_len: int, ge
                    "max_num_seqs": cfg.scheduler.max_num_seqs,
                    "max_num_batched_tokens": cfg.scheduler.max_num_batched_tokens,
                    "async_scheduling": cfg.scheduler.async_scheduling,
+                   "prefill_first": cfg.scheduler.prefill_first,
                    "prefill_measure": "t(generate 1): prompt prefill + one token",
                    "decode_measure": "the decode phase (decode_phase: tokens after the step at which every request "
                    "has its first token, over the seconds from it to the last)" if cuda
@@ -234,7 +237,9 @@ def decode_phase(engine, prompts: list[list[int]], params) -> tuple[int, float]:
     decoded in lockstep; onecat's chunked prefill runs decode rows of prompts already in beside later prompts'
     chunks, so its rate by t(generate N) - t(generate 1) counts those prefill steps' extra time as decode
     time. The phase leaves them out and keeps its own tail (rows that started early finish early, so its last
-    steps run fewer rows). Every request must generate params.max_tokens tokens (ignore_eos)."""
+    steps run fewer rows), which scheduler.prefill_first removes: every prompt is in before any decode row runs,
+    so the rows decode in lockstep as llama-batched-bench's do. Every request must generate params.max_tokens
+    tokens (ignore_eos)."""
     rids = [f"peers-phase-{next(_PHASE_IDS)}" for _ in prompts]
     for rid, prompt in zip(rids, prompts):
         engine.add_request(rid, prompt, params)
@@ -359,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scheduling", choices=["async", "sync"], default=None,
                     help="onecat: scheduler.async_scheduling (default: the engine's, asynchronous)")
     ap.add_argument("--kv", choices=sorted(KV_TYPES), default="fp16", help="onecat: the paged cache (KV_TYPES)")
+    ap.add_argument("--prefill-first", action="store_true",
+                    help="onecat: scheduler.prefill_first (every prompt before the decode rows, as llama-batched-bench)")
     ap.add_argument("--json", required=True, help="write the results here")
     a = ap.parse_args(argv)
     if a.threads:
@@ -377,7 +384,8 @@ def main(argv: list[str] | None = None) -> None:
             ap.error("onecat needs --gguf")
         scheduling = None if a.scheduling is None else a.scheduling == "async"
         save(run_onecat(a.gguf, a.shape, a.format, a.device, a.prompt_len, a.gen, a.repeats, a.batch,
-                        a.batched_repeats, on_result=save, async_scheduling=scheduling, kv=a.kv))
+                        a.batched_repeats, on_result=save, async_scheduling=scheduling, kv=a.kv,
+                        prefill_first=a.prefill_first))
 
 
 if __name__ == "__main__":

@@ -282,6 +282,7 @@ class PeerRun:
                                  str(a.repeats), "--batched-repeats", str(a.batched_repeats), "--batch", *map(str, bs)]
                                 + (["--threads", str(a.threads)] if a.threads else [])
                                 + (["--scheduling", a.onecat_scheduling] if a.onecat_scheduling else [])
+                                + (["--prefill-first"] if a.onecat_prefill_first else [])
                                 + ["--kv", a.kv],
                                 f"onecat {shape} {ftype}")
         self.emit(res, "onecat", shape, f"GGUF {ftype}", synth, bs)
@@ -345,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--onecat-scheduling", choices=["async", "sync"], default=None,
                     help="onecat's scheduler.async_scheduling (default: the engine's, asynchronous)")
+    ap.add_argument("--onecat-prefill-first", action="store_true",
+                    help="onecat's scheduler.prefill_first: every prompt of a batch before its decode rows, as "
+                    "llama-batched-bench runs them (default: the engine's, decode rows first)")
     ap.add_argument("--kv", choices=sorted(KV_TYPES), default="fp16",
                     help="the KV cache on both sides: fp16 (each engine's default), or 8bit (onecat E4M3, "
                     "llama.cpp q8_0)")

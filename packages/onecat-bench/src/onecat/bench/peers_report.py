@@ -138,7 +138,9 @@ def write_report(records: list[Record], path: str, copy_bw: float | None, files:
             routes.setdefault(route, set()).add(f"{r.model.name} {r.model.weight_format.split(';')[0]}")
             peers[eng] = (f"onecat engine (LLM offline API), compute "
                           f"{p.get('compute_dtype')}, KV {p.get('kv_dtype')}, {p.get('graph_mode')}, "
-                          f"{'asynchronous' if p.get('async_scheduling') else 'synchronous'} scheduling, prefix cache off")
+                          f"{'asynchronous' if p.get('async_scheduling') else 'synchronous'} scheduling"
+                          f"{', prompts first (scheduler.prefill_first)' if p.get('prefill_first') else ''}, "
+                          f"prefix cache off")
     if "onecat" in peers:  # the route differs by file where a format is refused a provider
         peers["onecat"] += ("; route: " + next(iter(routes)) if len(routes) == 1 else "; routes: " + "; ".join(
             f"{', '.join(sorted(files))}: {route}" for route, files in sorted(routes.items())))

@@ -223,6 +223,19 @@ def test_peers_onecat_with_an_8bit_cache_on_cpu(tmp_path):
     assert rec.metrics["decode_tok_s"].median > 0
 
 
+def test_peers_onecat_prefill_first_on_cpu(tmp_path):
+    """peers --onecat-prefill-first: onecat's runs (batch 1 and the batched one) set scheduler.prefill_first, their
+    records say so, and the report's onecat line names it."""
+    out = tmp_path / "peers"
+    peers_main(["--out", str(out), "--configs", "tiny-llama:Q4_0", "--engines", "onecat", "--batched",
+                "tiny-llama:Q4_0=3", "--gguf-dir", str(tmp_path / "gguf"), "--device", "cpu", "--prompt-len", "16",
+                "--gen", "4", "--repeats", "1", "--threads", "1", "--onecat-prefill-first"])
+    recs = read_jsonl(str(out / "peers.jsonl"))
+    assert sorted(r.workload.batch for r in recs) == [1, 3]
+    assert all(r.extra["peer"]["prefill_first"] is True for r in recs)
+    assert "prompts first (scheduler.prefill_first)" in (out / "peers.md").read_text()
+
+
 def test_report_names_the_route_of_each_file(tmp_path):
     """Session 5's run: the Q4_K_M file is refused the epilogue GEMV, so its route differs from the
     Q4_0 / Q4_1 files'; the header says which route each file ran (it printed one for all)."""

@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--scheduling", choices=["async", "sync"], default=None, help="default: the engine's")
+    ap.add_argument("--prefill-first", action="store_true", help="scheduler.prefill_first (prompts before decode rows)")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also cProfile the timed generate: the N functions of most own time")
     a = ap.parse_args()
@@ -44,6 +45,7 @@ def main() -> None:
     cfg.scheduler.max_num_seqs = max(a.batch, cfg.scheduler.max_num_seqs)
     if a.scheduling:
         cfg.scheduler.async_scheduling = a.scheduling == "async"
+    cfg.scheduler.prefill_first = a.prefill_first
     llm = LLM(config=cfg, progress=False)
     eng, runner = llm.engine, llm.engine.runner
     vocab = runner.spec.vocab_size
@@ -116,7 +118,8 @@ def main() -> None:
     else:
         tn, steps = generate(a.gen)
     print(f"{runner.device} {runner.graph_status}; batch {a.batch}, prompt {a.prompt_len}, gen {a.gen}, "
-          f"{'async' if cfg.scheduler.async_scheduling else 'sync'} scheduling")
+          f"{'async' if cfg.scheduler.async_scheduling else 'sync'} scheduling"
+          f"{', prompts first' if cfg.scheduler.prefill_first else ''}")
     print(f"t(generate 1) {t1:.3f} s, t(generate {a.gen}) {tn:.3f} s -> decode rate "
           f"{a.batch * (a.gen - 1) / (tn - t1):,.1f} tok/s, {(tn - t1) / (a.gen - 1) * 1e3:.2f} ms per token step")
     # waiting: blocked on the step in flight (asynchronous scheduling), inside the host rest; near 0 means

@@ -200,7 +200,8 @@ def test_goals_from_recorded_h200_run():
 
 
 def test_g3_line_names_both_kv_caches():
-    """s49's H100 run (FP16 caches on both sides): the G3 lines say which KV cache each engine had."""
+    """s49's H100 run (FP16 caches on both sides): the G3 lines say which KV cache each engine had, and when onecat's
+    scheduler ran prompts first (scheduler.prefill_first)."""
     from onecat.bench.peers_report import goals
 
     path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results", "h100-2026-12-07-s49",
@@ -210,6 +211,12 @@ def test_g3_line_names_both_kv_caches():
                   "float16): 2.27x: not met",
                   "- G3 (llama3-8b Q4_0, 64 sequences >= 3x llama-batched-bench) (KV: onecat float16, llama.cpp "
                   "float16): 2.29x: not met"]
+    recs = read_jsonl(path)  # the same run as if onecat's scheduler had run prompts first: the line says so
+    for r in recs:
+        if r.engine == "onecat":
+            r.extra["peer"]["prefill_first"] = True
+    g3 = [line for line in goals(recs) if line.startswith("- G3")]
+    assert len(g3) == 2 and all("float16) (onecat scheduler: prompts first): 2.2" in line for line in g3), g3
 
 
 def test_peers_onecat_with_an_8bit_cache_on_cpu(tmp_path):

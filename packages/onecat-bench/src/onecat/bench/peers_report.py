@@ -102,6 +102,8 @@ def goals(records: list[Record]) -> list[str]:
         if o and p:
             x = o.metrics["decode_tok_s"].median / p.metrics["decode_tok_s"].median
             kv = f" (KV: onecat {o.runtime.kv_dtype}, llama.cpp {p.runtime.kv_dtype})"
+            if (o.extra.get("peer") or {}).get("prefill_first"):
+                kv += " (onecat scheduler: prompts first)"
             lines.append(f"- G3 (llama3-8b Q4_0, {b} sequences >= 3x llama-batched-bench){kv}: {x:.2f}x: "
                          f"{'met' if x >= 3.0 else 'not met'}")
         else:

@@ -187,9 +187,7 @@ class NormIn(NamedTuple):
 
 
 def _x_dims(x: "torch.Tensor | XStages") -> tuple[int, int, torch.device]:
-    """A packed GEMM's x as (rows, columns, device): a tensor [..., k] or XStages."""
-    if isinstance(x, XStages):
-        return x.m, x.k, x.stages.device
+    """A packed GEMM's x as (rows, columns, device): a tensor [..., k] or XStages (which answers the same facts)."""
     k = x.shape[-1]
     return x.numel() // k, k, x.device
 
@@ -375,8 +373,7 @@ def gemm_launch(x, weight: PackedWeight, bias, tile: str, splits: int, tiled: bo
                              f"{sorted(WG_XB_FORMS)}, no rope / trace / stages out of a norm), stages "
                              f"{tuple(x.stages.shape)} {x.stages.dtype} for {m} x {k}")
     n = weight.shape[0]
-    lead = (m,) if staged_x else x.shape[:-1]
-    dtype = torch.float16 if staged_x else x.dtype
+    lead, dtype = x.shape[:-1], x.dtype  # XStages: (m,), float16
     if norm is not None and (
             tile not in RD_TILES and tile not in WG_TILES or glu or rope is not None or tiled or trace is not None
             or n % _tile(tile).bn

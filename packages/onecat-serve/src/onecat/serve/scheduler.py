@@ -5,9 +5,9 @@ There are no prefill/decode phases: each step, every running request gets the to
 not computed yet (its prompt remainder, or the one token sampled last step), as far as the
 token budget allows, then waiting requests are admitted. With `prefill_first`, a step in which a
 waiting prompt can be admitted, or a running one is still in its prompt, leaves the decode rows out
-(prompt chunks only). When the KV pool
-runs dry, the most recently admitted request is preempted: its blocks are freed and it recomputes
-from scratch (its prompt plus what it has generated) when it is admitted again.
+(prompt chunks only). When the KV pool runs dry, the most recently admitted request is preempted:
+its blocks are freed and it recomputes from scratch (its prompt plus what it has generated) when it
+is admitted again.
 """
 
 from __future__ import annotations
